@@ -1,0 +1,61 @@
+"""Effect intents (send-<run>) and every provider request made for them."""
+
+from django.db import models
+
+from scheduler_project.ids import new_id
+
+
+def new_effect_id():
+    return new_id("eff")
+
+
+class EffectKind(models.TextChoices):
+    EMAIL = "email"
+    WEBHOOK = "webhook"
+
+
+class EffectState(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"
+    UNCERTAIN = "uncertain"  # the request may have reached the provider; outcome unknown
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class EffectIntent(models.Model):
+    """Created only by a committed canonical publication, in the same transaction."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_effect_id, editable=False)
+    action = models.CharField(max_length=120, unique=True)
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="effect_intents")
+    kind = models.CharField(max_length=10, choices=EffectKind.choices)
+    target = models.JSONField(default=dict)
+    result_key = models.CharField(max_length=500)
+    result_version_id = models.CharField(max_length=200, null=True, blank=True)
+    result_checksum = models.CharField(max_length=71)
+    state = models.CharField(max_length=10, choices=EffectState.choices, default=EffectState.PENDING)
+    external_id = models.CharField(max_length=300, blank=True, default="")
+    delivery_count = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    def __str__(self):
+        return self.action
+
+
+class EffectDelivery(models.Model):
+    """One provider request and its outcome."""
+
+    intent = models.ForeignKey(EffectIntent, on_delete=models.CASCADE, related_name="deliveries")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=EffectState.choices, default=EffectState.PENDING)
+    external_id = models.CharField(max_length=300, blank=True, default="")
+    detail = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["intent", "number"], name="effectdelivery_number_unique")
+        ]

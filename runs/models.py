@@ -1,0 +1,242 @@
+"""Occurrences (runs), attempts, the outbox and the object registry.
+
+Only runs.authority changes a run's state, fence, lease, attempts or result pointer.
+"""
+
+from django.db import models
+from django.db.models import Q
+
+from scheduler_project.ids import new_id
+
+
+def new_run_id():
+    return new_id("run")
+
+
+def new_attempt_id():
+    return new_id("att")
+
+
+class RunState(models.TextChoices):
+    PENDING = "pending"  # exists, not claimable yet: future due time, overlap guard, retry delay
+    QUEUED = "queued"  # claimable now
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    SKIPPED = "skipped"
+
+
+TERMINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELED, RunState.SKIPPED)
+ACTIVE_STATES = (RunState.PENDING, RunState.QUEUED, RunState.RUNNING)
+
+
+class PendingReason(models.TextChoices):
+    NONE = ""
+    NOT_DUE = "not_due"
+    OVERLAP = "overlap"  # waiting for the schedule's active-run guard
+    RETRY = "retry"  # waiting out a retry backoff
+
+
+class SkipReason(models.TextChoices):
+    MISFIRE = "misfire"
+    OVERLAP = "overlap"
+
+
+class Trigger(models.TextChoices):
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+
+
+class Run(models.Model):
+    """One intended run of a schedule: the occurrence."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_run_id, editable=False)
+    schedule = models.ForeignKey("schedules.Schedule", on_delete=models.PROTECT, related_name="runs")
+    tenant = models.ForeignKey("schedules.Tenant", on_delete=models.PROTECT, related_name="runs")
+    trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.SCHEDULE)
+    revision = models.PositiveIntegerField()
+    # Snapshot of the revision's payload: every attempt executes exactly this.
+    payload = models.JSONField(default=dict)
+    job_type = models.CharField(max_length=100)
+    resource_class = models.CharField(max_length=16)
+    state = models.CharField(max_length=10, choices=RunState.choices)
+    pending_reason = models.CharField(max_length=8, choices=PendingReason.choices, blank=True, default="")
+    skip_reason = models.CharField(max_length=8, choices=SkipReason.choices, null=True, blank=True)
+    # A skipped range record stands for skipped_count instants from scheduled_at to skipped_through.
+    skipped_count = models.PositiveIntegerField(null=True, blank=True)
+    skipped_through = models.DateTimeField(null=True, blank=True)
+    scheduled_at = models.DateTimeField()
+    # When the run becomes claimable: scheduled_at, or the end of a retry backoff.
+    due_at = models.DateTimeField()
+    fence = models.BigIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempt_count = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    current_attempt = models.ForeignKey(
+        "runs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    holds_guard = models.BooleanField(default=False)
+    cancellation_requested = models.BooleanField(default=False)
+    cancellation_accepted = models.BooleanField(default=False)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    # Canonical result pointer: set once, by the accepted attempt's publication.
+    accepted_attempt = models.ForeignKey(
+        "runs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    result_key = models.CharField(max_length=500, null=True, blank=True)
+    result_version_id = models.CharField(max_length=200, null=True, blank=True)
+    result_checksum = models.CharField(max_length=71, null=True, blank=True)
+    result_size = models.BigIntegerField(null=True, blank=True)
+    result_content_type = models.CharField(max_length=200, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # One occurrence per (schedule, due instant); manual run-once runs are keyed by request key.
+            models.UniqueConstraint(
+                fields=["schedule", "scheduled_at"],
+                condition=Q(trigger="schedule"),
+                name="run_one_per_instant",
+            ),
+            # At most one occurrence of a schedule holds its active-run guard.
+            models.UniqueConstraint(
+                fields=["schedule"], condition=Q(holds_guard=True), name="run_one_guard_holder"
+            ),
+            models.CheckConstraint(
+                condition=Q(holds_guard=False) | Q(state__in=["pending", "queued", "running"]),
+                name="run_guard_only_while_active",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="succeeded")
+                | (Q(result_checksum__isnull=False) & Q(accepted_attempt__isnull=False)),
+                name="run_succeeded_has_result",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="running") | Q(lease_expires_at__isnull=False),
+                name="run_running_has_lease",
+            ),
+            models.CheckConstraint(condition=Q(fence__gte=0), name="run_fence_nonnegative"),
+        ]
+        indexes = [
+            models.Index(fields=["schedule", "-scheduled_at", "-id"], name="run_history_idx"),
+            models.Index(
+                fields=["resource_class", "due_at", "id"],
+                name="run_claimable_idx",
+                condition=Q(state="queued"),
+            ),
+            models.Index(fields=["due_at"], name="run_pending_idx", condition=Q(state="pending")),
+            models.Index(
+                fields=["lease_expires_at"], name="run_lease_idx", condition=Q(state="running")
+            ),
+            models.Index(fields=["tenant", "state"], name="run_tenant_state_idx"),
+            models.Index(fields=["finished_at"], name="run_finished_idx"),
+        ]
+
+    def __str__(self):
+        return self.id
+
+    @property
+    def is_terminal(self):
+        return self.state in TERMINAL_STATES
+
+
+class AttemptState(models.TextChoices):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    CANCELED = "canceled"
+
+
+class Attempt(models.Model):
+    """One worker's try at a run, owning the run while its fence is current."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_attempt_id, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    fence = models.BigIntegerField()
+    worker_label = models.CharField(max_length=200, blank=True, default="")
+    worker_token = models.ForeignKey(
+        "schedules.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state = models.CharField(max_length=10, choices=AttemptState.choices, default=AttemptState.RUNNING)
+    lease_seconds = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    lease_expires_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    retryable = models.BooleanField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "number"], name="attempt_number_unique"),
+            models.UniqueConstraint(fields=["run", "fence"], name="attempt_fence_unique"),
+        ]
+
+    def __str__(self):
+        return self.id
+
+
+class OutboxKind(models.TextChoices):
+    DISPATCH = "dispatch"
+    EFFECT = "effect"
+
+
+class Outbox(models.Model):
+    """Committed intent, written in the same transaction as the state it announces."""
+
+    kind = models.CharField(max_length=10, choices=OutboxKind.choices)
+    action_key = models.CharField(max_length=120, unique=True)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="outbox")
+    resource_class = models.CharField(max_length=16, blank=True, default="")
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    published_at = models.DateTimeField(null=True, blank=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    publish_attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["kind", "id"], name="outbox_unpublished_idx", condition=Q(published_at__isnull=True)
+            )
+        ]
+
+
+class ObjectState(models.TextChoices):
+    STAGED = "staged"
+    REFERENCED = "referenced"
+    DELETING = "deleting"
+    DELETED = "deleted"
+
+
+class StoredObject(models.Model):
+    """Object registry: links each upload to its attempt and fence before the upload begins."""
+
+    key = models.CharField(max_length=500, unique=True)
+    version_id = models.CharField(max_length=200, null=True, blank=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="objects")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="objects")
+    fence = models.BigIntegerField()
+    state = models.CharField(max_length=10, choices=ObjectState.choices, default=ObjectState.STAGED)
+    checksum = models.CharField(max_length=71, null=True, blank=True)
+    size = models.BigIntegerField(null=True, blank=True)
+    content_type = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField()
+    uploaded_at = models.DateTimeField(null=True, blank=True)
+    referenced_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    # Download pin: cleanup may not delete this version before a handed-out URL expires.
+    pinned_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run"], condition=Q(state="referenced"), name="object_one_canonical_per_run"
+            )
+        ]
+        indexes = [models.Index(fields=["state", "created_at"], name="object_state_idx")]

@@ -1,0 +1,179 @@
+"""Settings: 12-factor, every knob is an environment variable documented in README.md.
+
+With nothing set, the project runs embedded: SQLite under var/, file object store,
+database-backed dispatch and no broker.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("SCHEDULER_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name, default=False):
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name, default):
+    return int(os.environ.get(name, default))
+
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_celery_beat",
+    "schedules",
+    "runs",
+    "effects",
+    "workers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "scheduler_project.urls"
+WSGI_APPLICATION = "scheduler_project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+# --- Database -------------------------------------------------------------------------
+EMBEDDED_DATABASE_PATH = VAR_DIR / "scheduler.sqlite3"
+DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{EMBEDDED_DATABASE_PATH}"
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Embedded mode: WAL so readers never block the writer, IMMEDIATE so every
+    # transaction takes the write lock up front (no upgrade deadlocks), and a busy
+    # timeout so concurrent scanner/worker threads wait instead of failing.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+    }
+else:
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Time -------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# --- Dispatch ---------------------------------------------------------------------------
+# Unset: no broker; the database-backed dispatcher polls the outbox/run tables.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+RESOURCE_CLASSES = ("short", "long", "memory")
+MAX_LEASE_SECONDS = 3600
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+# A queue message is only a hint; these make hints at-least-once.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Longer than the longest lease, so Redis never redelivers a hint that is still running.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": MAX_LEASE_SECONDS * 2}
+CELERY_TASK_DEFAULT_QUEUE = "housekeeping"
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+
+# --- Object store -----------------------------------------------------------------------
+OBJECT_STORE_URL = os.environ.get("OBJECT_STORE_URL", f"file://{VAR_DIR / 'objects'}")
+S3_ENDPOINT_URL = os.environ.get("S3_ENDPOINT_URL") or None
+S3_REGION = os.environ.get("S3_REGION", "us-east-1")
+RESULT_URL_TTL_SECONDS = env_int("RESULT_URL_TTL_SECONDS", 300)
+
+# --- Email effects ----------------------------------------------------------------------
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+if EMAIL_HOST:
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    EMAIL_PORT = env_int("EMAIL_PORT", 25)
+    EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+    EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+    EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+    EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+    EMAIL_FILE_PATH = VAR_DIR / "mail"
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "scheduler@localhost")
+
+# --- Retention --------------------------------------------------------------------------
+RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 30)
+OBJECT_RETENTION_DAYS = env_int("OBJECT_RETENTION_DAYS", 7)
+
+# --- Scheduling -------------------------------------------------------------------------
+DUE_BUCKETS = 64
+SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 500)
+# Failpoints for fault-injection tests; comma-separated names, empty in production.
+FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)
+
+# --- API --------------------------------------------------------------------------------
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Scheduler API",
+    "DESCRIPTION": "Durable recurring schedules, tracked occurrences, fenced worker protocol.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,211 @@
+"""Tenants, credentials, job types, schedules and their immutable revisions, request keys."""
+
+import hashlib
+
+from django.db import models
+from django.db.models import Q
+
+from scheduler_project.ids import new_id
+
+
+def new_tenant_id():
+    return new_id("ten")
+
+
+def new_token_id():
+    return new_id("tok")
+
+
+def new_schedule_id():
+    return new_id("sch")
+
+
+class ResourceClass(models.TextChoices):
+    SHORT = "short"
+    LONG = "long"
+    MEMORY = "memory"
+
+
+class UncertainEffectPolicy(models.TextChoices):
+    RETRY = "retry"  # at-least-once delivery under the same action identity
+    HOLD = "hold"  # wait for reconciliation or an operator's decision
+
+
+class MisfirePolicy(models.TextChoices):
+    LATEST_ONLY = "latest_only"
+    SKIP = "skip"
+    RUN_ALL = "run_all"
+
+
+class OverlapPolicy(models.TextChoices):
+    BUFFER_ONE = "buffer_one"
+    SKIP = "skip"
+    ALLOW = "allow"
+
+
+class JobType(models.Model):
+    """An approved job: its code lives in workers.jobs, its operating policy here."""
+
+    name = models.CharField(primary_key=True, max_length=100)
+    resource_class = models.CharField(max_length=16, choices=ResourceClass.choices)
+    params_schema = models.JSONField(default=dict)
+    params_schema_version = models.PositiveIntegerField(default=1)
+    default_lease_seconds = models.PositiveIntegerField(default=30)
+    timeout_seconds = models.PositiveIntegerField(default=300)
+    max_attempts = models.PositiveIntegerField(default=3)
+    initial_delay_seconds = models.FloatField(default=5)
+    max_delay_seconds = models.FloatField(default=300)
+    uncertain_effect_policy = models.CharField(
+        max_length=8, choices=UncertainEffectPolicy.choices, default=UncertainEffectPolicy.HOLD
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(default_lease_seconds__gte=1, default_lease_seconds__lte=3600),
+                name="jobtype_lease_in_range",
+            ),
+            models.CheckConstraint(condition=Q(max_attempts__gte=1), name="jobtype_attempts_positive"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Tenant(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_tenant_id, editable=False)
+    name = models.CharField(max_length=200, unique=True)
+    max_schedules = models.PositiveIntegerField(default=1000)
+    max_active_runs = models.PositiveIntegerField(default=100)
+    weight = models.PositiveIntegerField(default=1)
+    allowed_job_types = models.ManyToManyField(JobType, blank=True, related_name="tenants")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(weight__gte=1), name="tenant_weight_positive")]
+
+    def __str__(self):
+        return self.name
+
+
+class TokenKind(models.TextChoices):
+    TENANT = "tenant"
+    WORKER = "worker"
+
+
+class ApiToken(models.Model):
+    """A bearer credential; only the SHA-256 of the secret is stored."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_token_id, editable=False)
+    kind = models.CharField(max_length=8, choices=TokenKind.choices)
+    name = models.CharField(max_length=200)
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="tokens")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(kind="tenant") & Q(tenant__isnull=False))
+                | (Q(kind="worker") & Q(tenant__isnull=True)),
+                name="apitoken_tenant_iff_tenant_kind",
+            )
+        ]
+
+    @staticmethod
+    def hash_secret(secret: str) -> str:
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+    def __str__(self):
+        return f"{self.kind}:{self.name}"
+
+
+class Schedule(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_schedule_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="schedules")
+    name = models.CharField(max_length=200)
+    job_type = models.ForeignKey(JobType, on_delete=models.PROTECT, related_name="schedules")
+    recurrence = models.JSONField()
+    params = models.JSONField(default=dict)
+    revision = models.PositiveIntegerField(default=1)
+    misfire_policy = models.CharField(
+        max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.LATEST_ONLY
+    )
+    misfire_grace_seconds = models.PositiveIntegerField(default=60)
+    overlap_policy = models.CharField(
+        max_length=16, choices=OverlapPolicy.choices, default=OverlapPolicy.BUFFER_ONE
+    )
+    retry_max_attempts = models.PositiveIntegerField(default=3)
+    retry_initial_delay_seconds = models.FloatField(default=5)
+    retry_max_delay_seconds = models.FloatField(default=300)
+    effects = models.JSONField(default=dict, blank=True)
+    paused = models.BooleanField(default=False)
+    # Start of the pause; resume applies the misfire policy to instants after it.
+    paused_at = models.DateTimeField(null=True, blank=True)
+    # Null while paused, deleted, or (after_completion) while an occurrence is active.
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    # Stable group of schedules scanned together (hash of the id).
+    bucket = models.PositiveSmallIntegerField(default=0)
+    # Active-run guard: the occurrence that currently holds permission to run.
+    active_run = models.OneToOneField(
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["bucket", "next_run_at", "id"],
+                name="schedule_due_idx",
+                condition=Q(next_run_at__isnull=False),
+            ),
+            models.Index(fields=["tenant", "id"], name="schedule_tenant_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(revision__gte=1), name="schedule_revision_positive"),
+            models.CheckConstraint(
+                condition=Q(retry_max_attempts__gte=1), name="schedule_attempts_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(paused=False) | Q(next_run_at__isnull=True),
+                name="schedule_paused_not_due",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.id})"
+
+
+class ScheduleRevision(models.Model):
+    """Immutable payload of one revision; occurrences snapshot it at materialization."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="revisions")
+    revision = models.PositiveIntegerField()
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "revision"], name="schedulerevision_unique")
+        ]
+
+
+class RequestKey(models.Model):
+    """Idempotency key -> hash of the request and the id it created, in the creating transaction."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="request_keys")
+    scope = models.CharField(max_length=100)
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)
+    resource_id = models.CharField(max_length=40)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "scope", "key"], name="requestkey_unique")
+        ]
+        indexes = [models.Index(fields=["created_at"], name="requestkey_created_idx")]
