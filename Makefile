@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml
 
 run: venv
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py ensure_object_store
 	$(PY) manage.py bootstrap_demo
 	$(PY) manage.py serve
 

@@ -72,6 +72,8 @@ class Run(models.Model):
     fence = models.BigIntegerField(default=0)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempt_count = models.PositiveIntegerField(default=0)
+    # Number of dispatch intents written for this run; names the next one's action key.
+    dispatch_count = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
     current_attempt = models.ForeignKey(
         "runs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -123,7 +125,7 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["schedule", "-scheduled_at", "-id"], name="run_history_idx"),
             models.Index(
-                fields=["resource_class", "due_at", "id"],
+                fields=["tenant", "due_at", "id"],
                 name="run_claimable_idx",
                 condition=Q(state="queued"),
             ),
@@ -194,6 +196,9 @@ class Outbox(models.Model):
     resource_class = models.CharField(max_length=16, blank=True, default="")
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField()
+    # A relay takes a short lease on the row while it publishes; another relay may
+    # retake it after this, so a relay that dies mid-publish loses nothing.
+    relay_until = models.DateTimeField(null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)
     processed_at = models.DateTimeField(null=True, blank=True)
     publish_attempts = models.PositiveIntegerField(default=0)
@@ -203,7 +208,12 @@ class Outbox(models.Model):
         indexes = [
             models.Index(
                 fields=["kind", "id"], name="outbox_unpublished_idx", condition=Q(published_at__isnull=True)
-            )
+            ),
+            models.Index(
+                fields=["kind", "published_at"],
+                name="outbox_unprocessed_idx",
+                condition=Q(processed_at__isnull=True, published_at__isnull=False),
+            ),
         ]
 
 
@@ -219,8 +229,8 @@ class StoredObject(models.Model):
 
     key = models.CharField(max_length=500, unique=True)
     version_id = models.CharField(max_length=200, null=True, blank=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="objects")
-    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="objects")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="stored_objects")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="stored_objects")
     fence = models.BigIntegerField()
     state = models.CharField(max_length=10, choices=ObjectState.choices, default=ObjectState.STAGED)
     checksum = models.CharField(max_length=71, null=True, blank=True)

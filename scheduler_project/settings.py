@@ -49,6 +49,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -83,6 +84,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Embedded mode: WAL so readers never block the writer, IMMEDIATE so every
     # transaction takes the write lock up front (no upgrade deadlocks), and a busy
     # timeout so concurrent scanner/worker threads wait instead of failing.
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
@@ -118,6 +120,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Longer than the longest lease, so Redis never redelivers a hint that is still running.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": MAX_LEASE_SECONDS * 2}
 CELERY_TASK_DEFAULT_QUEUE = "housekeeping"
+# A published hint whose run is still queued after this long is assumed lost and republished.
+RELAY_REPUBLISH_AFTER_SECONDS = env_int("RELAY_REPUBLISH_AFTER_SECONDS", 30)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 
@@ -160,6 +164,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "scheduler_project.http.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduler API",

@@ -2,8 +2,19 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from runs.metrics import metrics_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
+    path("", include("workers.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("api/v1/", include("scheduler_project.api_urls")),
 ]
+
+# Every error, even one that never reaches a view, has the contract's JSON body.
+handler400 = "scheduler_project.http.errors.bad_request"
+handler403 = "scheduler_project.http.errors.permission_denied"
+handler404 = "scheduler_project.http.errors.page_not_found"
+handler500 = "scheduler_project.http.errors.server_error"

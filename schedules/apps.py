@@ -10,9 +10,7 @@ class SchedulesConfig(AppConfig):
 
 
 def _sync_builtin_job_types(using, **kwargs):
-    # Like contenttypes: the catalog in code is the source of the JobType rows.
-    from schedules.job_types import BUILTIN_JOB_TYPES
-    from schedules.models import JobType
+    # Like contenttypes: rows for the catalog's job types exist once the schema does.
+    from schedules.tenants import builtin_job_types_ensure
 
-    for name, fields in BUILTIN_JOB_TYPES.items():
-        JobType.objects.using(using).update_or_create(name=name, defaults=fields)
+    builtin_job_types_ensure()

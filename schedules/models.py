@@ -142,8 +142,9 @@ class Schedule(models.Model):
     retry_max_delay_seconds = models.FloatField(default=300)
     effects = models.JSONField(default=dict, blank=True)
     paused = models.BooleanField(default=False)
-    # Start of the pause; resume applies the misfire policy to instants after it.
     paused_at = models.DateTimeField(null=True, blank=True)
+    # First instant not yet materialized when paused; resume applies the misfire policy from it.
+    resume_from = models.DateTimeField(null=True, blank=True)
     # Null while paused, deleted, or (after_completion) while an occurrence is active.
     next_run_at = models.DateTimeField(null=True, blank=True)
     # Stable group of schedules scanned together (hash of the id).

@@ -10,3 +10,4 @@ def tenant(db):
     from tests.factories import make_tenant
 
     return make_tenant("acme")
+from tests.servers import moto_server, s3_store, file_store  # noqa: F401

@@ -1,0 +1,99 @@
+"""Materialization and claim throughput of the scheduling authority on PostgreSQL.
+
+    .venv/bin/python bench/authority_throughput.py [--schedules 50000] [--repeat 3]
+
+Prints occurrences materialized per second for N schedules due at the same instant, and
+claims per second (claim_many n=10) and claim+complete jobs per second.
+"""
+
+import argparse
+import time
+import zlib
+from datetime import timedelta
+
+from _setup import django_on, median
+
+
+def make_wave(tenant, n):
+    from django.conf import settings
+
+    from schedules.models import Schedule, ScheduleRevision
+    from schedules.services import schedule_create
+    from runs.clock import authority_now
+
+    template, _ = schedule_create(
+        tenant=tenant,
+        body={"name": "wave", "jobType": "demo.sleep", "params": {"seconds": 0},
+              "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"},
+    )
+    payload = ScheduleRevision.objects.get(schedule=template).payload
+    due = authority_now() - timedelta(seconds=1)
+    schedules = []
+    for _ in range(n - 1):
+        s = Schedule(tenant=tenant, job_type_id="demo.sleep", name="wave", recurrence=template.recurrence,
+                     params=template.params, overlap_policy="allow", next_run_at=due)
+        s.bucket = zlib.crc32(s.id.encode()) % settings.DUE_BUCKETS
+        schedules.append(s)
+    Schedule.objects.bulk_create(schedules, batch_size=5000)
+    ScheduleRevision.objects.bulk_create(
+        [ScheduleRevision(schedule=s, revision=1, payload=payload) for s in schedules], batch_size=5000
+    )
+    Schedule.objects.filter(id=template.id).update(next_run_at=due)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--schedules", type=int, default=50000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--claims", type=int, default=20000)
+    args = parser.parse_args()
+    django_on("scheduler_bench")
+
+    from runs import authority
+    from runs.loops import scan_pass
+    from runs.models import Run
+    from schedules.tenants import tenant_create
+
+    materialize_rates, claim_rates, job_rates = [], [], []
+    for i in range(args.repeat):
+        django_on("scheduler_bench")
+        tenant, _ = tenant_create(name=f"bench-{i}", max_active_runs=10**6)
+        make_wave(tenant, args.schedules)
+        started = time.perf_counter()
+        stats = scan_pass()
+        elapsed = time.perf_counter() - started
+        assert stats.queued == args.schedules, stats
+        materialize_rates.append(stats.queued / elapsed)
+        print(f"run {i + 1}: materialized {stats.queued} occurrences in {elapsed:.2f}s "
+              f"= {stats.queued / elapsed:,.0f}/s")
+
+        claims = min(args.claims, args.schedules)
+        started = time.perf_counter()
+        claimed = 0
+        while claimed < claims // 2:
+            claimed += len(authority.claim_many(n=10, worker_label="bench"))
+        elapsed = time.perf_counter() - started
+        claim_rates.append(claimed / elapsed)
+        print(f"run {i + 1}: claimed {claimed} runs with claim_many(n=10) in {elapsed:.2f}s = {claimed / elapsed:,.0f}/s")
+
+        started = time.perf_counter()
+        done = 0
+        while done < claims // 2:
+            for run in authority.claim_many(n=10, worker_label="bench"):
+                authority.complete(run_id=run.id, attempt_id=run.current_attempt.id, fence=run.fence,
+                                   outcome="failed", error="bench", retryable=False)
+                done += 1
+        elapsed = time.perf_counter() - started
+        job_rates.append(done / elapsed)
+        print(f"run {i + 1}: claim+complete {done} jobs in {elapsed:.2f}s = {done / elapsed:,.0f}/s")
+        assert Run.objects.filter(state="running").count() == claimed
+
+    print()
+    print(f"median over {args.repeat} runs, {args.schedules:,} schedules due at one instant:")
+    print(f"  materialize: {median(materialize_rates):,.0f} occurrences/s")
+    print(f"  claim_many(n=10): {median(claim_rates):,.0f} claims/s")
+    print(f"  claim_many(n=10) + complete: {median(job_rates):,.0f} jobs/s")
+
+
+if __name__ == "__main__":
+    main()

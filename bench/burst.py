@@ -1,0 +1,154 @@
+"""A burst of N zero-second demo.sleep runs due at one instant, executed by real processes.
+
+    .venv/bin/python bench/burst.py --mode redis [--runs 10000] [--workers 2] [--concurrency 4]
+    .venv/bin/python bench/burst.py --mode embedded [--runs 10000]
+
+redis: PostgreSQL + scanner + relay + Celery workers (prefork) on Redis.
+embedded: SQLite + scanner + the database-backed dispatcher (no broker), as `make run`.
+Prints due-to-start lateness (p50/p99), completed runs per second, and where the time
+goes: materialize (due -> row), relay (row -> hint), claim (hint -> start), execute.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from _setup import median, percentile  # noqa: E402
+
+
+def configure(mode, var_dir):
+    os.environ["SCHEDULER_VAR_DIR"] = str(var_dir)
+    os.environ["LOG_LEVEL"] = "WARNING"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "scheduler_project.settings"
+    os.environ["OBJECT_STORE_URL"] = f"file://{var_dir}/objects"
+    if mode == "redis":
+        os.environ["REDIS_URL"] = "redis://127.0.0.1:6379/14"
+        import redis
+
+        redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
+        from _setup import django_on
+
+        django_on("scheduler_burst")
+    else:
+        os.environ.pop("DATABASE_URL", None)
+        os.environ.pop("REDIS_URL", None)
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+
+
+def create_burst(n, due):
+    from django.conf import settings
+
+    from schedules.models import Schedule, ScheduleRevision
+    from schedules.services import schedule_create
+    from schedules.tenants import tenant_create
+
+    tenant, _ = tenant_create(name=f"burst-{time.time_ns()}", max_active_runs=10**6, max_schedules=10**7)
+    template, _ = schedule_create(tenant=tenant, body={
+        "name": "burst", "jobType": "demo.sleep", "params": {"seconds": 0},
+        "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"})
+    payload = ScheduleRevision.objects.get(schedule=template).payload
+    schedules = []
+    for _ in range(n - 1):
+        s = Schedule(tenant=tenant, job_type_id="demo.sleep", name="burst", recurrence=template.recurrence,
+                     params=template.params, overlap_policy="allow", next_run_at=due)
+        s.bucket = zlib.crc32(s.id.encode()) % settings.DUE_BUCKETS
+        schedules.append(s)
+    Schedule.objects.bulk_create(schedules, batch_size=2000)
+    ScheduleRevision.objects.bulk_create(
+        [ScheduleRevision(schedule=s, revision=1, payload=payload) for s in schedules], batch_size=2000)
+    Schedule.objects.filter(id=template.id).update(next_run_at=due)
+    return tenant
+
+
+def start(mode, args, env, log_dir):
+    py = sys.executable
+    commands = {"scan": [py, "manage.py", "scan"]}
+    if mode == "redis":
+        commands["relay"] = [py, "manage.py", "relay"]
+        for i in range(args.workers):
+            commands[f"worker{i}"] = [py, "-m", "celery", "-A", "scheduler_project", "worker", "-Q", "short",
+                                      "-c", str(args.concurrency), "-n", f"bench{i}@%h", "--without-gossip",
+                                      "--without-mingle", "-l", "warning"]
+    else:
+        commands["dispatch"] = [py, "manage.py", "dispatch", "--pools", f"short={args.concurrency}"]
+    return [subprocess.Popen(c, cwd=ROOT, env=env, stdout=open(log_dir / f"{name}.log", "w"),
+                             stderr=subprocess.STDOUT) for name, c in commands.items()]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["redis", "embedded"], required=True)
+    parser.add_argument("--runs", type=int, default=10000)
+    parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (redis mode)")
+    parser.add_argument("--concurrency", type=int, default=4, help="slots per worker / embedded pool")
+    parser.add_argument("--lead", type=float, default=8.0, help="seconds between set-up and the due instant")
+    args = parser.parse_args()
+    var_dir = Path(tempfile.mkdtemp(prefix="burst-"))
+    configure(args.mode, var_dir)
+
+    from django.db.models import Max, Min
+
+    from runs.clock import authority_now
+    from runs.models import Attempt, Outbox, Run
+
+    due = (authority_now() + timedelta(seconds=args.lead)).replace(microsecond=0)
+    tenant = create_burst(args.runs, due)
+    env = dict(os.environ)
+    if args.mode == "redis":
+        from django.db import connection
+
+        env["DATABASE_URL"] = f"postgresql://postgres@127.0.0.1:5432/{connection.settings_dict['NAME']}"
+    procs = start(args.mode, args, env, var_dir)
+    try:
+        deadline = time.monotonic() + args.lead + 600
+        while Run.objects.filter(tenant=tenant, state="succeeded").count() < args.runs:
+            if time.monotonic() > deadline:
+                raise SystemExit("burst did not finish in 10 minutes")
+            time.sleep(0.5)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+
+    runs = Run.objects.filter(tenant=tenant)
+    lateness = [(r.started_at - r.scheduled_at).total_seconds() for r in runs.only("started_at", "scheduled_at")]
+    materialize = [(r.created_at - r.scheduled_at).total_seconds() for r in runs.only("created_at", "scheduled_at")]
+    attempts = Attempt.objects.filter(run__tenant=tenant).select_related("run")
+    execute = [(a.finished_at - a.started_at).total_seconds() for a in attempts]
+    span = runs.aggregate(last=Max("finished_at"), first=Min("started_at"))
+    elapsed = (span["last"] - due).total_seconds()
+    print(f"mode={args.mode} runs={args.runs} "
+          + (f"celery workers={args.workers}x{args.concurrency}" if args.mode == "redis" else f"pool={args.concurrency}"))
+    print(f"  due-to-start lateness: p50={percentile(lateness, 50):.2f}s p99={percentile(lateness, 99):.2f}s "
+          f"max={max(lateness):.2f}s")
+    print(f"  throughput: {args.runs / elapsed:,.0f} runs/s completed ({elapsed:.1f}s from due instant to last completion)")
+    print(f"  materialize (due -> occurrence row): median={median(materialize):.2f}s max={max(materialize):.2f}s")
+    if args.mode == "redis":
+        outbox = Outbox.objects.filter(run__tenant=tenant, kind="dispatch")
+        relay = [(o.published_at - o.created_at).total_seconds() for o in outbox if o.published_at]
+        claim = [(o.processed_at - o.published_at).total_seconds() for o in outbox if o.processed_at and o.published_at]
+        print(f"  relay (row -> hint published): median={median(relay):.2f}s max={max(relay):.2f}s")
+        print(f"  claim (hint -> claimed): median={median(claim):.2f}s max={max(claim):.2f}s")
+    print(f"  execute (claim -> accepted completion): median={median(execute) * 1000:.1f}ms "
+          f"p99={percentile(execute, 99) * 1000:.1f}ms")
+    shutil.rmtree(var_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

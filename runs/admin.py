@@ -1,0 +1,51 @@
+"""Operator views of runs: read-only; the only action is cancellation through the authority."""
+
+from django.contrib import admin
+
+from runs.authority import run_cancel
+from runs.models import Attempt, Outbox, Run, StoredObject
+from schedules.admin import ReadOnlyAdmin, apply_to_each
+
+
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    fk_name = "run"
+    extra = 0
+    can_delete = False
+    fields = ("id", "number", "fence", "state", "worker_label", "started_at", "lease_expires_at", "finished_at", "error")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "schedule", "state", "attempt_count", "scheduled_at", "due_at", "finished_at")
+    list_filter = ("state", "trigger", "job_type")
+    search_fields = ("id", "schedule__id", "schedule__name")
+    list_select_related = ("schedule",)
+    date_hierarchy = "scheduled_at"
+    inlines = [AttemptInline]
+    actions = ["cancel"]
+
+    @admin.action(description="Cancel selected runs")
+    def cancel(self, request, queryset):
+        apply_to_each(self, request, queryset, lambda run: run_cancel(tenant=run.tenant, run_id=run.id), "Canceled")
+
+
+@admin.register(Outbox)
+class OutboxAdmin(ReadOnlyAdmin):
+    list_display = ("id", "kind", "action_key", "run", "created_at", "published_at", "processed_at", "publish_attempts")
+    list_filter = ("kind",)
+    search_fields = ("action_key", "run__id")
+
+
+@admin.register(StoredObject)
+class StoredObjectAdmin(ReadOnlyAdmin):
+    list_display = ("key", "version_id", "run", "fence", "state", "checksum", "size", "created_at")
+    list_filter = ("state",)
+    search_fields = ("key", "run__id")

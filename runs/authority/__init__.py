@@ -1,0 +1,25 @@
+"""The scheduling authority: the only code that changes an occurrence's state, fence,
+lease, attempts or result pointer. API views, Celery tasks, admin actions and commands
+call these functions; each is one database transaction with locks taken in the order
+tenant, schedule, occurrence, and authority time read from the database after lock waits.
+"""
+
+from runs.authority.claims import claim, claim_many, heartbeat, sweep_expired_leases
+from runs.authority.completion import complete, result_key, stage_result
+from runs.authority.materialize import MaterializeStats, materialize_due
+from runs.authority.operations import promote_due_runs, run_cancel, run_once
+
+__all__ = [
+    "MaterializeStats",
+    "claim",
+    "claim_many",
+    "complete",
+    "heartbeat",
+    "materialize_due",
+    "promote_due_runs",
+    "result_key",
+    "run_cancel",
+    "run_once",
+    "stage_result",
+    "sweep_expired_leases",
+]

@@ -1,0 +1,239 @@
+"""Ownership: claim (allocates the fence), heartbeat (extends the lease), sweep (expires it)."""
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, OuterRef, Subquery
+
+from schedules.models import OverlapPolicy, Schedule, Tenant
+from runs.authority.transitions import clamp_lease, dispatch_intent, finish_run, lease_until
+from runs import metrics
+from runs.bulk import bulk_set
+from runs.clock import authority_now
+from runs.fair_share import TenantLoad, allocate_slots
+from runs.models import (
+    Attempt,
+    AttemptState,
+    Outbox,
+    OutboxKind,
+    PendingReason,
+    Run,
+    RunState,
+)
+from scheduler_project.errors import NotFound, StaleFence
+
+CLAIM_ROUNDS = 3  # allocation rounds per claim_many when guards or locks pass over candidates
+
+
+def claim(*, worker_token=None, worker_label="", resource_classes=None, lease_seconds=None) -> Run | None:
+    runs = claim_many(
+        n=1,
+        worker_token=worker_token,
+        worker_label=worker_label,
+        resource_classes=resource_classes,
+        lease_seconds=lease_seconds,
+    )
+    return runs[0] if runs else None
+
+
+def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=None, lease_seconds=None) -> list[Run]:
+    """Claim up to ``n`` claimable runs in one transaction, weighted-fair across tenants.
+
+    Tenant rows are locked first (claims of one tenant serialize, so its active-run limit
+    holds exactly); runs and schedules are taken with SKIP LOCKED, so a claim never waits
+    on a scanner or a completion and can never deadlock with them.
+    """
+    classes = list(resource_classes or settings.RESOURCE_CLASSES)
+    claimed: list[Run] = []
+    with transaction.atomic():
+        now = authority_now()
+        claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=now, resource_class__in=classes)
+        tenants = list(
+            Tenant.objects.annotate(
+                oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1])
+            )
+            .filter(oldest__isnull=False)
+            .order_by("id")
+            .select_for_update(of=("self",))
+        )
+        if not tenants:
+            return []
+        running = dict(
+            Run.objects.filter(tenant__in=tenants, state=RunState.RUNNING)
+            .values_list("tenant_id")
+            .annotate(n=Count("id"))
+        )
+        loads = {
+            t.id: TenantLoad(t.id, t.weight, running.get(t.id, 0), t.max_active_runs)
+            for t in sorted(tenants, key=lambda t: t.oldest)
+        }
+        exhausted: set[str] = set()
+        for _ in range(CLAIM_ROUNDS):
+            wanted = n - len(claimed)
+            if wanted <= 0:
+                break
+            shares = allocate_slots([l for t, l in loads.items() if t not in exhausted], wanted)
+            if not shares:
+                break
+            now = authority_now()
+            for tenant_id, share in shares.items():
+                got = _claim_for_tenant(
+                    tenant_id, share, classes, now, worker_token, worker_label, lease_seconds
+                )
+                claimed.extend(got)
+                load = loads[tenant_id]
+                loads[tenant_id] = TenantLoad(tenant_id, load.weight, load.running + len(got), load.max_running)
+                if len(got) < share:
+                    exhausted.add(tenant_id)
+        if claimed:
+            Outbox.objects.filter(
+                run_id__in=[r.id for r in claimed], kind=OutboxKind.DISPATCH, processed_at__isnull=True
+            ).update(processed_at=now)
+    for run in claimed:
+        started = run.current_attempt.started_at
+        metrics.QUEUE_DELAY.labels(run.resource_class).observe(max(0.0, (started - run.due_at).total_seconds()))
+        if run.attempt_count == 1:
+            lateness = max(0.0, (started - run.scheduled_at).total_seconds())
+            metrics.DUE_TO_START.labels(run.tenant_id, run.resource_class).observe(lateness)
+    return claimed
+
+
+def _claim_for_tenant(tenant_id, share, classes, now, worker_token, worker_label, lease_seconds) -> list[Run]:
+    candidates = list(
+        Run.objects.filter(tenant_id=tenant_id, state=RunState.QUEUED, due_at__lte=now, resource_class__in=classes)
+        .order_by("due_at", "id")
+        .select_for_update(skip_locked=True)[:share]
+    )
+    if not candidates:
+        return []
+    schedules = {
+        s.id: s
+        for s in Schedule.objects.filter(id__in={r.schedule_id for r in candidates}).select_for_update(
+            skip_locked=True
+        )
+    }
+    now = authority_now()
+    claimed, blocked, attempts, guarded = [], [], [], {}
+    for run in candidates:
+        schedule = schedules.get(run.schedule_id)
+        if schedule is None:
+            continue  # its schedule is being changed right now; a later claim takes it
+        if schedule.overlap_policy != OverlapPolicy.ALLOW:
+            if schedule.active_run_id not in (None, run.id):
+                run.state, run.pending_reason = RunState.PENDING, PendingReason.OVERLAP
+                blocked.append(run)
+                continue
+            if schedule.active_run_id is None:
+                schedule.active_run_id = run.id
+                guarded[schedule.id] = schedule
+            run.holds_guard = True
+        seconds = clamp_lease(lease_seconds or run.payload.get("leaseSeconds", 30))
+        run.fence += 1
+        run.attempt_count += 1
+        attempt = Attempt(
+            run=run,
+            number=run.attempt_count,
+            fence=run.fence,
+            worker_label=worker_label[:200],
+            worker_token=worker_token,
+            lease_seconds=seconds,
+            started_at=now,
+            lease_expires_at=lease_until(now, seconds),
+        )
+        attempts.append(attempt)
+        run.state = RunState.RUNNING
+        run.pending_reason = PendingReason.NONE
+        run.lease_expires_at = attempt.lease_expires_at
+        run.started_at = run.started_at or now
+        run.current_attempt = attempt
+        claimed.append(run)
+    Attempt.objects.bulk_create(attempts)
+    bulk_set(blocked, ["state", "pending_reason"])
+    bulk_set(list(guarded.values()), ["active_run"])
+    if claimed:
+        bulk_set(
+            claimed,
+            ["state", "pending_reason", "fence", "attempt_count", "lease_expires_at", "started_at",
+             "current_attempt", "holds_guard"],
+        )
+    return claimed
+
+
+def heartbeat(*, run_id: str, attempt_id: str, fence: int) -> Run:
+    """Extend the lease of the current attempt; a passed lease cannot be revived."""
+    with metrics.counting_stale("heartbeat"), transaction.atomic():
+        run = Run.objects.select_for_update().filter(id=run_id).first()
+        if run is None:
+            raise NotFound("no such run")
+        now = authority_now()
+        attempt = _current_attempt(run, attempt_id, fence, now)
+        run.lease_expires_at = attempt.lease_expires_at = lease_until(now, attempt.lease_seconds)
+        run.save(update_fields=["lease_expires_at"])
+        attempt.save(update_fields=["lease_expires_at"])
+        return run
+
+
+def _current_attempt(run: Run, attempt_id: str, fence: int, now) -> Attempt:
+    """The attempt if it owns the run at authority time ``now``; StaleFence otherwise."""
+    attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
+    if attempt is None:
+        raise NotFound("no such attempt")
+    if (
+        run.state != RunState.RUNNING
+        or run.current_attempt_id != attempt.id
+        or run.fence != fence
+        or attempt.fence != fence
+        or attempt.state != AttemptState.RUNNING
+    ):
+        raise StaleFence("fence is no longer current", details={"currentFence": run.fence})
+    if run.lease_expires_at <= now:
+        raise StaleFence("lease has expired", details={"currentFence": run.fence})
+    return attempt
+
+
+def sweep_expired_leases(*, batch_size: int = 500) -> int:
+    """Expire passed leases: the run is re-queued with a fresh dispatch intent, or ends if
+    its attempts are used up or cancellation was requested. Returns runs swept."""
+    with transaction.atomic():
+        now = authority_now()
+        expired = list(
+            Run.objects.filter(state=RunState.RUNNING, lease_expires_at__lte=now)
+            .order_by("lease_expires_at")
+            .values_list("id", "schedule_id")[:batch_size]
+        )
+        if not expired:
+            return 0
+        # Schedule, then run, both SKIP LOCKED: a run being completed right now is left alone.
+        schedules = {
+            s.id: s
+            for s in Schedule.objects.filter(id__in={sid for _, sid in expired}).select_for_update(skip_locked=True)
+        }
+        runs = list(
+            Run.objects.filter(
+                id__in=[rid for rid, sid in expired if sid in schedules],
+                state=RunState.RUNNING,
+                lease_expires_at__lte=now,
+            ).select_for_update(skip_locked=True)
+        )
+        now = authority_now()
+        outbox = []
+        for run in runs:
+            if run.lease_expires_at > now:
+                continue
+            Attempt.objects.filter(id=run.current_attempt_id, state=AttemptState.RUNNING).update(
+                state=AttemptState.EXPIRED, finished_at=now, error="lease expired"
+            )
+            schedule = schedules[run.schedule_id]
+            if run.cancellation_requested:
+                run.cancellation_accepted = True
+                outbox += finish_run(schedule, run, RunState.CANCELED, now)
+            elif run.attempt_count >= run.max_attempts:
+                outbox += finish_run(schedule, run, RunState.FAILED, now, error="lease expired; attempts exhausted")
+            else:
+                run.state = RunState.QUEUED
+                run.due_at = now
+                run.lease_expires_at = None
+                outbox.append(dispatch_intent(run, now))
+                run.save(update_fields=["state", "due_at", "lease_expires_at", "dispatch_count"])
+        Outbox.objects.bulk_create(outbox)
+    metrics.EXPIRED_LEASES.inc(len(runs))
+    return len(runs)

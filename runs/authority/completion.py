@@ -1,0 +1,210 @@
+"""Publication: staging an attempt's output, and the fenced completion of section 13."""
+
+import hashlib
+import random
+from datetime import timedelta
+
+from django.db import transaction
+
+from effects.models import EffectIntent, EffectKind
+from runs.authority.claims import _current_attempt
+from runs.authority.transitions import finish_run
+from runs.backoff import retry_delay_seconds
+from runs import metrics
+from runs.clock import authority_now
+from runs.models import (
+    Attempt,
+    AttemptState,
+    ObjectState,
+    Outbox,
+    OutboxKind,
+    PendingReason,
+    Run,
+    RunState,
+    StoredObject,
+)
+from runs.authority.locks import lock_schedule_then_run
+from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
+from scheduler_project.failpoints import failpoint
+from workers.objectstore import ObjectExists, get_object_store
+
+OUTCOMES = ("succeeded", "failed", "canceled")
+
+
+def result_key(run_id: str, attempt_id: str) -> str:
+    """Immutable, attempt-scoped name: a stale attempt can only ever write its own orphan."""
+    return f"runs/{run_id}/{attempt_id}/result"
+
+
+def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str) -> StoredObject:
+    """Register the upload (staged) before it begins, upload outside any transaction, then
+    record the version. Repeating the same bytes returns the same object."""
+    key = result_key(run_id, attempt_id)
+    with metrics.counting_stale("stage"), transaction.atomic():
+        run = Run.objects.select_for_update().filter(id=run_id).first()
+        if run is None:
+            raise NotFound("no such run")
+        now = authority_now()
+        _current_attempt(run, attempt_id, fence, now)
+        existing = StoredObject.objects.filter(key=key).first()
+        if existing is None:
+            existing = StoredObject.objects.create(
+                key=key, run=run, attempt_id=attempt_id, fence=fence, created_at=now,
+                content_type=content_type[:200],
+            )
+    if existing.version_id:
+        return _same_upload(existing, data)
+    try:
+        stored = get_object_store().put_new(key, data, content_type)
+    except ObjectExists:
+        metrics.PUBLICATION_FAILURES.labels("upload").inc()
+        raise InvalidState("this attempt already uploaded a different result")
+    except Exception:
+        metrics.PUBLICATION_FAILURES.labels("upload").inc()
+        raise
+    with transaction.atomic():
+        updated = StoredObject.objects.filter(id=existing.id, state=ObjectState.STAGED, version_id__isnull=True).update(
+            version_id=stored.version_id,
+            checksum=stored.checksum,
+            size=stored.size,
+            content_type=stored.content_type,
+            uploaded_at=authority_now(),
+        )
+    if not updated:
+        raise InvalidState("the staged object was claimed by cleanup; upload under a new attempt")
+    existing.refresh_from_db()
+    return existing
+
+
+def _same_upload(existing: StoredObject, data: bytes) -> StoredObject:
+    if existing.checksum != "sha256:" + hashlib.sha256(data).hexdigest():
+        raise InvalidState("this attempt already uploaded a different result; objects are immutable")
+    return existing
+
+
+def complete(
+    *,
+    run_id: str,
+    attempt_id: str,
+    fence: int,
+    outcome: str,
+    object_key: str | None = None,
+    version_id: str | None = None,
+    checksum: str | None = None,
+    error: str = "",
+    retryable: bool = False,
+) -> Run:
+    if outcome not in OUTCOMES:
+        raise InvalidRequest(f"outcome must be one of {', '.join(OUTCOMES)}", field="outcome")
+    with metrics.counting_stale("complete"), transaction.atomic():
+        schedule, run = lock_schedule_then_run(run_id)
+        now = authority_now()
+        attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
+        if attempt is None:
+            raise NotFound("no such attempt")
+        if attempt.state != AttemptState.RUNNING:
+            return _repeat(run, attempt, outcome, checksum)
+        _current_attempt(run, attempt_id, fence, now)
+        outbox: list[Outbox] = []
+        if outcome == "succeeded":
+            outbox += _publish(schedule, run, attempt, object_key, version_id, checksum, now)
+        elif outcome == "canceled":
+            if not run.cancellation_requested:
+                raise InvalidState("cancellation was not requested for this run")
+            _end_attempt(attempt, AttemptState.CANCELED, now)
+            run.cancellation_accepted = True
+            outbox += finish_run(schedule, run, RunState.CANCELED, now)
+        else:
+            _end_attempt(attempt, AttemptState.FAILED, now, error=error, retryable=retryable)
+            outbox += _fail_or_retry(schedule, run, now, error, retryable)
+        Outbox.objects.bulk_create(outbox)
+        execution = (now - attempt.started_at).total_seconds()
+    metrics.EXECUTION.labels(run.resource_class, outcome).observe(execution)
+    failpoint("after_complete_commit")
+    return run
+
+
+def _repeat(run: Run, attempt: Attempt, outcome: str, checksum: str | None) -> Run:
+    """A completion from an attempt that already finished: the saved answer, or a refusal."""
+    if attempt.state == outcome:
+        if outcome == "succeeded" and checksum != run.result_checksum:
+            raise InvalidState("this attempt already published a result with a different checksum")
+        return run
+    if attempt.state == AttemptState.EXPIRED or attempt.fence != run.fence:
+        raise StaleFence("this attempt no longer owns the run", details={"currentFence": run.fence})
+    raise InvalidState(f"this attempt already completed as {attempt.state}")
+
+
+def _end_attempt(attempt: Attempt, state: str, now, *, error: str = "", retryable=None) -> None:
+    attempt.state = state
+    attempt.finished_at = now
+    attempt.error = error[:10000]
+    attempt.retryable = retryable
+    attempt.save(update_fields=["state", "finished_at", "error", "retryable"])
+
+
+def _publish(schedule, run, attempt, object_key, version_id, checksum, now) -> list[Outbox]:
+    if not object_key or not checksum:
+        raise InvalidRequest("a succeeded completion names its object and checksum", field="object")
+    obj = StoredObject.objects.select_for_update().filter(key=object_key).first()
+    if (
+        obj is None
+        or obj.attempt_id != attempt.id
+        or obj.fence != attempt.fence
+        or (version_id is not None and obj.version_id != version_id)
+        or obj.version_id is None
+    ):
+        raise InvalidState("the object was not staged by this attempt")
+    if obj.state != ObjectState.STAGED:
+        raise InvalidState(f"the object is {obj.state} and can no longer be published")
+    if obj.checksum != checksum:
+        raise InvalidState("checksum does not match the staged object")
+    obj.state = ObjectState.REFERENCED
+    obj.referenced_at = now
+    obj.save(update_fields=["state", "referenced_at"])
+    _end_attempt(attempt, AttemptState.SUCCEEDED, now)
+    run.accepted_attempt = attempt
+    run.result_key, run.result_version_id = obj.key, obj.version_id
+    run.result_checksum, run.result_size, run.result_content_type = obj.checksum, obj.size, obj.content_type
+    outbox = finish_run(schedule, run, RunState.SUCCEEDED, now)
+    return outbox + _effect_intents(run, now)
+
+
+def _effect_intents(run: Run, now) -> list[Outbox]:
+    """Only a committed canonical publication creates effect intents, in its transaction."""
+    outbox = []
+    for kind, verb in ((EffectKind.EMAIL, "send"), (EffectKind.WEBHOOK, "post")):
+        target = (run.payload.get("effects") or {}).get(kind)
+        if not target:
+            continue
+        action = f"{verb}-{run.id}"
+        EffectIntent.objects.create(
+            action=action, run=run, kind=kind, target=target,
+            result_key=run.result_key, result_version_id=run.result_version_id,
+            result_checksum=run.result_checksum, created_at=now, updated_at=now,
+        )
+        outbox.append(Outbox(kind=OutboxKind.EFFECT, action_key=action, run=run, payload={"action": action},
+                             created_at=now))
+    return outbox
+
+
+def _fail_or_retry(schedule, run, now, error, retryable) -> list[Outbox]:
+    if retryable and run.attempt_count < run.max_attempts and not run.cancellation_requested:
+        retry = run.payload.get("retry") or {}
+        delay = retry_delay_seconds(
+            run.attempt_count,
+            float(retry.get("initialDelaySeconds", 5)),
+            float(retry.get("maxDelaySeconds", 300)),
+            random,
+        )
+        run.state = RunState.PENDING
+        run.pending_reason = PendingReason.RETRY
+        run.due_at = now + timedelta(seconds=delay)
+        run.lease_expires_at = None
+        run.error = error[:10000]
+        run.save(update_fields=["state", "pending_reason", "due_at", "lease_expires_at", "error"])
+        return []
+    if run.cancellation_requested:
+        run.cancellation_accepted = True
+        return finish_run(schedule, run, RunState.CANCELED, now, error=error)
+    return finish_run(schedule, run, RunState.FAILED, now, error=error or "failed")

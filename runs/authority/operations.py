@@ -1,0 +1,116 @@
+"""Client operations on occurrences: run once, cancel, and promotion of due pending runs."""
+
+import hashlib
+import json
+
+from django.db import transaction
+
+from schedules.models import JobType, RequestKey, ScheduleRevision
+from schedules.validation import parse_instant, reject_unknown, validate_params
+from runs.authority.locks import lock_schedule, lock_schedule_then_run
+from runs.authority.materialize import run_payload
+from runs.authority.transitions import dispatch_intent, finish_run
+from runs.bulk import bulk_set
+from runs.clock import authority_now
+from runs.models import Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
+from scheduler_project.errors import IdempotencyConflict, InvalidRequest, InvalidState
+
+RUN_ONCE_FIELDS = {"params", "runAt"}
+
+
+def request_hash(body) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def run_once(*, tenant, schedule_id: str, body: dict, idempotency_key: str | None = None) -> tuple[Run, bool]:
+    """Create one manual occurrence; the same key returns the same run."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    reject_unknown(body, RUN_ONCE_FIELDS, "")
+    override = body.get("params", {})
+    if not isinstance(override, dict):
+        raise InvalidRequest("params must be an object", field="params")
+    run_at = parse_instant(body["runAt"], "runAt") if body.get("runAt") is not None else None
+    with transaction.atomic():
+        schedule = lock_schedule(schedule_id, tenant=tenant)
+        job_type = JobType.objects.get(name=schedule.job_type_id)
+        params = {**schedule.params, **override}
+        validate_params(job_type, params)
+        scope = f"runs:{schedule.id}"
+        digest = request_hash(body)
+        if idempotency_key:
+            previous = RequestKey.objects.filter(tenant=tenant, scope=scope, key=idempotency_key).first()
+            if previous is not None:
+                if previous.request_hash != digest:
+                    raise IdempotencyConflict("this Idempotency-Key was used with a different request")
+                return Run.objects.get(id=previous.resource_id), False
+        now = authority_now()
+        revision = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision)
+        payload = run_payload({**revision.payload, "params": params}, job_type)
+        due = run_at or now
+        run = Run(
+            schedule=schedule,
+            tenant=tenant,
+            trigger=Trigger.MANUAL,
+            revision=schedule.revision,
+            payload=payload,
+            job_type=job_type.name,
+            resource_class=job_type.resource_class,
+            max_attempts=payload["retry"]["maxAttempts"],
+            scheduled_at=due,
+            due_at=due,
+            state=RunState.QUEUED if due <= now else RunState.PENDING,
+            pending_reason=PendingReason.NONE if due <= now else PendingReason.NOT_DUE,
+        )
+        outbox = dispatch_intent(run, now) if run.state == RunState.QUEUED else None
+        run.save(force_insert=True)
+        if outbox:
+            outbox.save()
+        if idempotency_key:
+            RequestKey.objects.create(
+                tenant=tenant, scope=scope, key=idempotency_key, request_hash=digest, resource_id=run.id
+            )
+        return run, True
+
+
+def run_cancel(*, tenant, run_id: str) -> Run:
+    """Not started: canceled now. Running: cancellation requested, accepted when the worker
+    completes with outcome canceled or its lease ends. Terminal: InvalidState."""
+    with transaction.atomic():
+        schedule, run = lock_schedule_then_run(run_id, tenant=tenant)
+        if run.state in TERMINAL_STATES:
+            raise InvalidState(f"run is already {run.state}")
+        now = authority_now()
+        if run.state == RunState.RUNNING:
+            if not run.cancellation_requested:
+                run.cancellation_requested = True
+                run.save(update_fields=["cancellation_requested"])
+            return run
+        run.cancellation_requested = True
+        run.cancellation_accepted = True
+        Outbox.objects.bulk_create(finish_run(schedule, run, RunState.CANCELED, now))
+        return run
+
+
+def promote_due_runs(*, batch_size: int = 1000) -> int:
+    """Pending runs whose due time or retry delay has passed become queued, with a dispatch intent."""
+    with transaction.atomic():
+        now = authority_now()
+        runs = list(
+            Run.objects.filter(
+                state=RunState.PENDING,
+                pending_reason__in=[PendingReason.NOT_DUE, PendingReason.RETRY],
+                due_at__lte=now,
+            )
+            .order_by("due_at")
+            .select_for_update(skip_locked=True)[:batch_size]
+        )
+        outbox = []
+        for run in runs:
+            run.state = RunState.QUEUED
+            run.pending_reason = PendingReason.NONE
+            outbox.append(dispatch_intent(run, now))
+        bulk_set(runs, ["state", "pending_reason", "dispatch_count"])
+        Outbox.objects.bulk_create(outbox)
+        return len(runs)
+

@@ -1,0 +1,78 @@
+"""State changes shared by several operations. Callers hold the schedule and run locks."""
+
+from datetime import timedelta
+
+from django.conf import settings
+
+from schedules import recurrence
+from schedules.models import OverlapPolicy, Schedule
+from runs.models import Outbox, OutboxKind, PendingReason, Run, RunState
+
+
+def dispatch_row(run_id: str, count: int, resource_class: str, now) -> dict:
+    """The outbox row of a run's ``count``-th dispatch intent; each has its own action key."""
+    return {
+        "kind": OutboxKind.DISPATCH,
+        "action_key": f"dispatch-{run_id}" if count == 1 else f"dispatch-{run_id}-{count}",
+        "run_id": run_id,
+        "resource_class": resource_class,
+        "payload": {"runId": run_id},
+        "created_at": now,
+    }
+
+
+def dispatch_intent(run: Run, now) -> Outbox:
+    """A fresh dispatch outbox row (unsaved) for a run being made claimable again."""
+    run.dispatch_count += 1
+    return Outbox(**dispatch_row(run.id, run.dispatch_count, run.resource_class, now))
+
+
+def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = "") -> list[Outbox]:
+    """Move a run to a terminal state, release its guard and free what waited on it.
+
+    Returns outbox rows to insert (the promoted waiter's dispatch intent), unsaved.
+    """
+    run.state = state
+    run.pending_reason = PendingReason.NONE
+    run.finished_at = now
+    if error:
+        run.error = error[:10000]
+    outbox = []
+    if run.holds_guard:
+        run.holds_guard = False
+        if schedule.active_run_id == run.id:
+            schedule.active_run = None
+    # Saved now so the partial unique index sees the guard released before a waiter takes it.
+    run.save()
+    if schedule.overlap_policy != OverlapPolicy.ALLOW and schedule.active_run_id is None:
+        waiter = (
+            Run.objects.select_for_update()
+            .filter(schedule=schedule, state=RunState.PENDING, pending_reason=PendingReason.OVERLAP)
+            .order_by("scheduled_at", "id")
+            .first()
+        )
+        if waiter is not None:
+            waiter.state = RunState.QUEUED
+            waiter.pending_reason = PendingReason.NONE
+            waiter.due_at = min(waiter.due_at, now)
+            outbox.append(dispatch_intent(waiter, now))
+            waiter.save(update_fields=["state", "pending_reason", "due_at", "dispatch_count"])
+    if (
+        schedule.recurrence.get("kind") == "after_completion"
+        and not schedule.paused
+        and schedule.deleted_at is None
+        and schedule.next_run_at is None
+        and run.trigger == "schedule"
+    ):
+        rule = recurrence.parse_rule(schedule.recurrence)
+        schedule.next_run_at = recurrence.next_after(rule, now)
+    schedule.save(update_fields=["active_run", "next_run_at", "updated_at"])
+    return outbox
+
+
+def lease_until(now, seconds: int):
+    return now + timedelta(seconds=seconds)
+
+
+def clamp_lease(seconds: int) -> int:
+    return max(1, min(int(seconds), settings.MAX_LEASE_SECONDS))

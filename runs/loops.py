@@ -1,0 +1,69 @@
+"""The polling loops behind `manage.py scan` and `manage.py sweep`.
+
+Any number of these processes may run: correctness comes from row locks, SKIP LOCKED
+and unique keys, never from there being one of them.
+"""
+
+import logging
+import signal
+import threading
+import time
+
+from django.db import DatabaseError, InterfaceError, close_old_connections, connection
+
+from runs import authority
+
+log = logging.getLogger(__name__)
+
+
+class Stopper:
+    """Set on SIGTERM/SIGINT so a loop finishes its transaction and exits cleanly."""
+
+    def __init__(self, install_signals: bool = True):
+        self.event = threading.Event()
+        if install_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: self.event.set())
+            signal.signal(signal.SIGINT, lambda *_: self.event.set())
+
+    @property
+    def stopped(self) -> bool:
+        return self.event.is_set()
+
+    def wait(self, seconds: float) -> None:
+        self.event.wait(seconds)
+
+
+def scan_pass(*, buckets=None, batch_size=None) -> authority.MaterializeStats:
+    """Materialize everything due now, batch after batch, then release due pending runs."""
+    total = authority.MaterializeStats()
+    while True:
+        stats = authority.materialize_due(batch_size=batch_size, buckets=buckets)
+        total.add(stats)
+        if stats.schedules == 0:
+            break
+    while authority.promote_due_runs():
+        pass
+    return total
+
+
+def sweep_pass() -> int:
+    total = 0
+    while True:
+        swept = authority.sweep_expired_leases()
+        total += swept
+        if not swept:
+            return total
+
+
+def run_forever(step, *, interval: float, stopper: Stopper, name: str) -> None:
+    """Call ``step`` every ``interval`` seconds; survive database outages by reconnecting."""
+    while not stopper.stopped:
+        started = time.monotonic()
+        try:
+            close_old_connections()
+            step()
+        except (DatabaseError, InterfaceError) as exc:
+            # Terminated backend, failover, restart: drop the connection and try again.
+            log.warning("%s: database error, reconnecting: %s", name, exc)
+            connection.close()
+        stopper.wait(max(0.0, interval - (time.monotonic() - started)))

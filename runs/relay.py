@@ -1,0 +1,62 @@
+"""The outbox relay: committed dispatch intents become broker hints.
+
+A hint may be published twice (a relay dies after publishing, before marking) and that is
+harmless: workers claim through the authority. A hint the broker loses is republished
+from the outbox, and a run whose worker dies is recovered by the sweeper.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+
+from runs.clock import authority_now
+from runs.models import Outbox, OutboxKind, RunState
+
+RELAY_LEASE_SECONDS = 30
+
+
+def relay_pass(publish, *, batch_size: int = 500) -> tuple[int, int]:
+    """Publish one batch of unpublished dispatch intents; returns (published, failed).
+
+    ``publish(row)`` must return only once the broker accepted the message; rows are
+    marked published after that, in a separate short transaction, never around the call.
+    """
+    with transaction.atomic():
+        now = authority_now()
+        rows = list(
+            Outbox.objects.filter(kind=OutboxKind.DISPATCH, published_at__isnull=True)
+            .filter(Q(relay_until__isnull=True) | Q(relay_until__lte=now))
+            .order_by("id")
+            .select_for_update(skip_locked=True)[:batch_size]
+        )
+        if not rows:
+            return 0, 0
+        Outbox.objects.filter(id__in=[r.id for r in rows]).update(
+            relay_until=now + timedelta(seconds=RELAY_LEASE_SECONDS), publish_attempts=F("publish_attempts") + 1
+        )
+    published, failures = [], {}
+    for row in rows:
+        try:
+            publish(row)
+            published.append(row.id)
+        except Exception as exc:  # the broker said no: the row stays unpublished
+            failures[row.id] = repr(exc)[:1000]
+    with transaction.atomic():
+        Outbox.objects.filter(id__in=published).update(published_at=authority_now(), relay_until=None)
+        for row_id, error in failures.items():
+            Outbox.objects.filter(id=row_id).update(last_error=error)
+    return len(published), len(failures)
+
+
+def republish_lost_hints() -> int:
+    """Backstop: a hint published long ago whose run is still queued was probably lost
+    (broker restart, purged queue); mark it unpublished so the relay sends it again."""
+    cutoff = authority_now() - timedelta(seconds=settings.RELAY_REPUBLISH_AFTER_SECONDS)
+    return Outbox.objects.filter(
+        kind=OutboxKind.DISPATCH,
+        processed_at__isnull=True,
+        published_at__lt=cutoff,
+        run__state=RunState.QUEUED,
+    ).update(published_at=None)

@@ -1,0 +1,35 @@
+"""Download links for canonical results, with a pin that keeps cleanup away until expiry."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from runs.clock import authority_now
+from runs.models import ObjectState, Run, RunState, StoredObject
+from scheduler_project.errors import InvalidState, NotFound
+from workers.objectstore import get_object_store
+
+
+def result_download(*, tenant, run_id: str, base_url: str) -> dict:
+    ttl = settings.RESULT_URL_TTL_SECONDS
+    with transaction.atomic():
+        run = Run.objects.filter(id=run_id, tenant=tenant).first()
+        if run is None:
+            raise NotFound("no such run")
+        if run.state != RunState.SUCCEEDED:
+            raise InvalidState(f"run is {run.state}; a result exists only after success")
+        obj = (
+            StoredObject.objects.select_for_update()
+            .filter(key=run.result_key, version_id=run.result_version_id, state=ObjectState.REFERENCED)
+            .first()
+        )
+        if obj is None:
+            raise InvalidState("the result has expired under the retention policy")
+        now = authority_now()
+        expires_at = now + timedelta(seconds=ttl)
+        if obj.pinned_until is None or obj.pinned_until < expires_at:
+            obj.pinned_until = expires_at
+            obj.save(update_fields=["pinned_until"])
+    url = get_object_store().download_url(obj.key, obj.version_id, ttl, base_url)
+    return {"url": url, "expiresAt": expires_at, "checksum": obj.checksum}

@@ -1,0 +1,59 @@
+"""Tenant API: one run (read from the authority), cancel, and its result's download URL."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from runs.authority import run_cancel
+from runs.results import result_download
+from runs.selectors import run_get
+from scheduler_project.http import schemas
+from scheduler_project.http.representations import instant, run_representation
+from scheduler_project.http.schemas import error_responses
+from scheduler_project.http.validation import lookup_id
+from scheduler_project.http.views import TenantAPIView
+
+TAGS = ["runs"]
+
+
+class RunDetailView(TenantAPIView):
+    @extend_schema(
+        operation_id="runs_retrieve",
+        tags=TAGS,
+        responses={200: schemas.RunSerializer, **error_responses(401, 403, 404)},
+    )
+    def get(self, request, run_id):
+        run = run_get(tenant=request.tenant, run_id=lookup_id(run_id))
+        return Response(run_representation(run))
+
+
+class RunCancelView(TenantAPIView):
+    @extend_schema(
+        operation_id="runs_cancel",
+        tags=TAGS,
+        request=None,
+        responses={200: schemas.RunSerializer, **error_responses(401, 403, 404, 409)},
+    )
+    def post(self, request, run_id):
+        run = run_cancel(tenant=request.tenant, run_id=lookup_id(run_id))
+        return Response(run_representation(run))
+
+
+class RunResultView(TenantAPIView):
+    @extend_schema(
+        operation_id="runs_result",
+        tags=TAGS,
+        responses={200: schemas.ResultUrlSerializer, **error_responses(401, 403, 404, 409)},
+    )
+    def get(self, request, run_id):
+        download = result_download(
+            tenant=request.tenant,
+            run_id=lookup_id(run_id),
+            base_url=request.build_absolute_uri("/").rstrip("/"),
+        )
+        return Response(
+            {
+                "url": download["url"],
+                "expiresAt": instant(download["expiresAt"]),
+                "checksum": download["checksum"],
+            }
+        )

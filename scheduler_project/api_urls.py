@@ -1,0 +1,35 @@
+"""The contract's endpoints, mounted under /api/v1/ (no trailing slashes)."""
+
+from django.urls import path
+
+from runs.views import RunCancelView, RunDetailView, RunResultView
+from schedules.views import (
+    ScheduleCollectionView,
+    ScheduleDetailView,
+    SchedulePauseView,
+    SchedulePreviewView,
+    ScheduleResumeView,
+    ScheduleRunsView,
+)
+from workers.views import ClaimView, CompleteView, HeartbeatView, ResultUploadView
+
+urlpatterns = [
+    path("schedules", ScheduleCollectionView.as_view(), name="schedule-list"),
+    # Before schedules/<id>, so "preview" is never taken for an id.
+    path("schedules/preview", SchedulePreviewView.as_view(), name="schedule-preview"),
+    path("schedules/<str:schedule_id>", ScheduleDetailView.as_view(), name="schedule-detail"),
+    path("schedules/<str:schedule_id>/pause", SchedulePauseView.as_view(), name="schedule-pause"),
+    path("schedules/<str:schedule_id>/resume", ScheduleResumeView.as_view(), name="schedule-resume"),
+    path("schedules/<str:schedule_id>/runs", ScheduleRunsView.as_view(), name="schedule-runs"),
+    path("runs/<str:run_id>", RunDetailView.as_view(), name="run-detail"),
+    path("runs/<str:run_id>/cancel", RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<str:run_id>/result", RunResultView.as_view(), name="run-result"),
+    path("worker/claim", ClaimView.as_view(), name="worker-claim"),
+    path("worker/heartbeat", HeartbeatView.as_view(), name="worker-heartbeat"),
+    path("worker/complete", CompleteView.as_view(), name="worker-complete"),
+    path(
+        "worker/runs/<str:run_id>/attempts/<str:attempt_id>/result",
+        ResultUploadView.as_view(),
+        name="worker-result-upload",
+    ),
+]

@@ -1,0 +1,98 @@
+"""JSON shapes of the API's resources, exactly as the contract (API.md) names them."""
+
+from datetime import UTC, datetime
+
+
+def instant(value: datetime | None) -> str | None:
+    """ISO 8601 UTC with a Z suffix; fractional seconds only when the instant has them."""
+    if value is None:
+        return None
+    # isoformat, unlike strftime("%Y"), zero-pads years before 1000.
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
+
+
+def _number(value):
+    """Seconds stored as floats read back as ints when they are whole (5, not 5.0)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def schedule_representation(schedule) -> dict:
+    from schedules.selectors import schedule_local_next_run
+
+    return {
+        "scheduleId": schedule.id,
+        "name": schedule.name,
+        "jobType": schedule.job_type_id,
+        "params": schedule.params,
+        "recurrence": schedule.recurrence,
+        "misfirePolicy": schedule.misfire_policy,
+        "misfireGraceSeconds": schedule.misfire_grace_seconds,
+        "overlapPolicy": schedule.overlap_policy,
+        "retry": {
+            "maxAttempts": schedule.retry_max_attempts,
+            "initialDelaySeconds": _number(schedule.retry_initial_delay_seconds),
+            "maxDelaySeconds": _number(schedule.retry_max_delay_seconds),
+        },
+        "effects": schedule.effects,
+        "revision": schedule.revision,
+        "paused": schedule.paused,
+        "nextRunAt": instant(schedule.next_run_at) if not schedule.paused else None,
+        "nextRunAtLocal": schedule_local_next_run(schedule) if not schedule.paused else None,
+        "createdAt": instant(schedule.created_at),
+        "updatedAt": instant(schedule.updated_at),
+    }
+
+
+def attempt_representation(attempt) -> dict:
+    return {
+        "attemptId": attempt.id,
+        "number": attempt.number,
+        "state": attempt.state,
+        "startedAt": instant(attempt.started_at),
+        "finishedAt": instant(attempt.finished_at),
+        "error": attempt.error or None,
+    }
+
+
+def run_result_representation(run) -> dict | None:
+    if run.state != "succeeded" or not run.result_checksum:
+        return None
+    return {
+        "checksum": run.result_checksum,
+        "size": run.result_size,
+        "contentType": run.result_content_type,
+    }
+
+
+def run_representation(run) -> dict:
+    attempts = sorted(run.attempts.all(), key=lambda attempt: attempt.number)
+    effects = sorted(run.effect_intents.all(), key=lambda intent: intent.action)
+    return {
+        "runId": run.id,
+        "scheduleId": run.schedule_id,
+        "revision": run.revision,
+        "trigger": run.trigger,
+        "jobType": run.job_type,
+        "state": run.state,
+        "pendingReason": run.pending_reason or None,
+        "attempt": run.attempt_count,
+        "maxAttempts": run.max_attempts,
+        "scheduledAt": instant(run.scheduled_at),
+        "dueAt": instant(run.due_at),
+        "startedAt": instant(run.started_at),
+        "finishedAt": instant(run.finished_at),
+        "skipReason": run.skip_reason or None,
+        "skippedCount": run.skipped_count,
+        "skippedThrough": instant(run.skipped_through),
+        "cancellationRequested": run.cancellation_requested,
+        "cancellationAccepted": run.cancellation_accepted,
+        "error": run.error or None,
+        "attempts": [attempt_representation(attempt) for attempt in attempts],
+        "result": run_result_representation(run),
+        "effects": [
+            {"action": intent.action, "kind": intent.kind, "state": intent.state} for intent in effects
+        ],
+        "createdAt": instant(run.created_at),
+    }

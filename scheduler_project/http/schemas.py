@@ -1,0 +1,316 @@
+"""OpenAPI descriptions of the contract's bodies (drf-spectacular components).
+
+Serializers here describe; they do not validate schedule bodies (the services do) and
+never save anything. The worker-protocol request serializers also validate, strictly.
+"""
+
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
+
+from schedules.models import MisfirePolicy, OverlapPolicy, ResourceClass
+from scheduler_project.http.validation import (
+    MAX_BIGINT,
+    ChecksumField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictIntegerField,
+    StrictSerializer,
+)
+
+RUN_STATES = ["pending", "queued", "running", "succeeded", "failed", "canceled", "skipped"]
+ATTEMPT_STATES = ["running", "succeeded", "failed", "expired", "canceled"]
+EFFECT_STATES = ["pending", "sent", "uncertain", "failed", "skipped"]
+
+
+# --- Errors ------------------------------------------------------------------------------
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable machine-readable code, e.g. revision_conflict.")
+    message = serializers.CharField()
+    details = serializers.DictField(
+        help_text="field: dotted path of the offending field; current: the current schedule "
+        "(revision_conflict)."
+    )
+
+
+class ErrorBodySerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+    class Meta:
+        ref_name = "ErrorBody"
+
+
+def error_responses(*statuses: int) -> dict:
+    descriptions = {
+        400: "invalid_request, invalid_cron or invalid_timezone",
+        401: "unauthenticated: missing or bad token",
+        403: "forbidden (wrong kind of token) or job_type_forbidden",
+        404: "not_found",
+        405: "method_not_allowed",
+        409: "idempotency_conflict, revision_conflict, invalid_state or stale_fence",
+        429: "quota_exceeded",
+    }
+    return {status: OpenApiResponse(ErrorBodySerializer, description=descriptions[status]) for status in statuses}
+
+
+# --- Schedules ---------------------------------------------------------------------------
+
+
+class RecurrenceSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion"])
+    cron = serializers.CharField(required=False, max_length=200, help_text="5-field cron (kind=cron)")
+    timezone = serializers.CharField(required=False, help_text="IANA time-zone name; default UTC")
+    everySeconds = serializers.IntegerField(required=False, min_value=1, help_text="kind=interval")
+    anchor = serializers.DateTimeField(required=False, help_text="kind=interval; default: creation")
+    delaySeconds = serializers.IntegerField(required=False, min_value=0, help_text="kind=after_completion")
+
+
+class RetrySerializer(serializers.Serializer):
+    maxAttempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    initialDelaySeconds = serializers.FloatField(required=False, min_value=0, max_value=86400)
+    maxDelaySeconds = serializers.FloatField(
+        required=False, min_value=0, max_value=86400, help_text="Not below initialDelaySeconds"
+    )
+
+
+class EmailEffectSerializer(serializers.Serializer):
+    to = serializers.ListField(child=serializers.EmailField(max_length=254), min_length=1, max_length=50)
+    subject = serializers.CharField(required=False, max_length=200, help_text="One line")
+    attach = serializers.BooleanField(required=False, help_text="Attach the result file")
+
+
+class WebhookEffectSerializer(serializers.Serializer):
+    url = serializers.URLField(max_length=2000, help_text="http(s) URL")
+
+
+class EffectsSerializer(serializers.Serializer):
+    email = EmailEffectSerializer(required=False, allow_null=True)
+    webhook = WebhookEffectSerializer(required=False, allow_null=True)
+
+
+class ScheduleWriteFields(serializers.Serializer):
+    params = serializers.DictField(required=False, help_text="Validated against the job type's schema.")
+    recurrence = RecurrenceSerializer(required=False)
+    misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values, required=False)
+    misfireGraceSeconds = serializers.IntegerField(required=False, min_value=0, max_value=7 * 86400)
+    overlapPolicy = serializers.ChoiceField(choices=OverlapPolicy.values, required=False)
+    retry = RetrySerializer(required=False, allow_null=True)
+    effects = EffectsSerializer(required=False, allow_null=True)
+
+
+class ScheduleCreateSerializer(ScheduleWriteFields):
+    name = serializers.CharField(max_length=200)
+    jobType = serializers.CharField(max_length=100, help_text="e.g. report.sales, demo.sleep")
+    recurrence = RecurrenceSerializer()
+
+
+class ScheduleUpdateSerializer(ScheduleWriteFields):
+    expectedRevision = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+    name = serializers.CharField(max_length=200, required=False)
+
+
+class ScheduleRetrySerializer(serializers.Serializer):
+    maxAttempts = serializers.IntegerField()
+    initialDelaySeconds = serializers.FloatField()
+    maxDelaySeconds = serializers.FloatField()
+
+
+class ScheduleSerializer(serializers.Serializer):
+    scheduleId = serializers.CharField()
+    name = serializers.CharField()
+    jobType = serializers.CharField()
+    params = serializers.DictField()
+    recurrence = serializers.DictField()
+    misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values)
+    misfireGraceSeconds = serializers.IntegerField()
+    overlapPolicy = serializers.ChoiceField(choices=OverlapPolicy.values)
+    retry = ScheduleRetrySerializer()
+    effects = EffectsSerializer()
+    revision = serializers.IntegerField()
+    paused = serializers.BooleanField()
+    nextRunAt = serializers.DateTimeField(allow_null=True)
+    nextRunAtLocal = serializers.CharField(allow_null=True)
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+
+
+class ScheduleListSerializer(serializers.Serializer):
+    results = ScheduleSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
+
+
+class PreviewSerializer(serializers.Serializer):
+    recurrence = RecurrenceSerializer()
+    count = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    after = serializers.DateTimeField(required=False, help_text="Exclusive; default now")
+
+
+class PreviewInstantSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    local = serializers.CharField()
+
+
+class PreviewResponseSerializer(serializers.Serializer):
+    instants = PreviewInstantSerializer(many=True)
+
+
+# --- Runs --------------------------------------------------------------------------------
+
+
+class RunOnceSerializer(serializers.Serializer):
+    params = serializers.DictField(required=False)
+    runAt = serializers.DateTimeField(required=False)
+
+
+class AttemptSerializer(serializers.Serializer):
+    attemptId = serializers.CharField()
+    number = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=ATTEMPT_STATES)
+    startedAt = serializers.DateTimeField()
+    finishedAt = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+
+
+class RunResultSerializer(serializers.Serializer):
+    checksum = serializers.CharField()
+    size = serializers.IntegerField(allow_null=True)
+    contentType = serializers.CharField(allow_null=True)
+
+
+class EffectSerializer(serializers.Serializer):
+    action = serializers.CharField()
+    kind = serializers.CharField()
+    state = serializers.ChoiceField(choices=EFFECT_STATES)
+
+
+class RunSerializer(serializers.Serializer):
+    runId = serializers.CharField()
+    scheduleId = serializers.CharField()
+    revision = serializers.IntegerField()
+    trigger = serializers.ChoiceField(choices=["schedule", "manual"])
+    jobType = serializers.CharField()
+    state = serializers.ChoiceField(choices=RUN_STATES)
+    pendingReason = serializers.CharField(allow_null=True)
+    attempt = serializers.IntegerField()
+    maxAttempts = serializers.IntegerField()
+    scheduledAt = serializers.DateTimeField()
+    dueAt = serializers.DateTimeField()
+    startedAt = serializers.DateTimeField(allow_null=True)
+    finishedAt = serializers.DateTimeField(allow_null=True)
+    skipReason = serializers.CharField(allow_null=True)
+    skippedCount = serializers.IntegerField(allow_null=True)
+    skippedThrough = serializers.DateTimeField(allow_null=True)
+    cancellationRequested = serializers.BooleanField()
+    cancellationAccepted = serializers.BooleanField()
+    error = serializers.CharField(allow_null=True)
+    attempts = AttemptSerializer(many=True)
+    result = RunResultSerializer(allow_null=True)
+    effects = EffectSerializer(many=True)
+    createdAt = serializers.DateTimeField()
+
+
+class RunListSerializer(serializers.Serializer):
+    results = RunSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
+    watermark = serializers.DateTimeField()
+
+
+class ResultUrlSerializer(serializers.Serializer):
+    url = serializers.URLField()
+    expiresAt = serializers.DateTimeField()
+    checksum = serializers.CharField()
+
+
+# --- Worker protocol (these validate) ------------------------------------------------------
+
+
+class ClaimSerializer(StrictSerializer):
+    workerId = StrictCharField(required=False, max_length=200, allow_blank=True)
+    resourceClasses = serializers.ListField(
+        child=StrictChoiceField(choices=ResourceClass.values), required=False, allow_null=True, max_length=10
+    )
+    leaseSeconds = StrictIntegerField(required=False, allow_null=True, min_value=1, max_value=3600)
+
+
+class ClaimResponseSerializer(serializers.Serializer):
+    runId = serializers.CharField()
+    attemptId = serializers.CharField()
+    fence = serializers.IntegerField()
+    leaseExpiresAt = serializers.DateTimeField()
+    leaseSeconds = serializers.IntegerField()
+    jobType = serializers.CharField()
+    params = serializers.DictField()
+    revision = serializers.IntegerField()
+    scheduleId = serializers.CharField()
+    attempt = serializers.IntegerField()
+
+
+class HeartbeatSerializer(StrictSerializer):
+    runId = StrictCharField(max_length=100)
+    attemptId = StrictCharField(max_length=100)
+    fence = StrictIntegerField(min_value=0, max_value=MAX_BIGINT)
+
+
+class HeartbeatResponseSerializer(serializers.Serializer):
+    leaseExpiresAt = serializers.DateTimeField()
+    cancellationRequested = serializers.BooleanField()
+
+
+class ObjectRefSerializer(StrictSerializer):
+    key = StrictCharField(max_length=500)
+    versionId = StrictCharField(max_length=200, allow_null=True, required=False)
+
+
+class CompleteSerializer(HeartbeatSerializer):
+    outcome = StrictChoiceField(choices=["succeeded", "failed", "canceled"])
+    object = ObjectRefSerializer(required=False, allow_null=True)
+    checksum = ChecksumField(required=False, allow_null=True)
+    error = StrictCharField(required=False, allow_blank=True, max_length=10000)
+    retryable = StrictBooleanField(required=False)
+
+    def validate(self, attrs):
+        outcome = attrs["outcome"]
+        if outcome == "succeeded":
+            if not attrs.get("object"):
+                raise serializers.ValidationError({"object": ["required when outcome is succeeded"]})
+            if not attrs.get("checksum"):
+                raise serializers.ValidationError({"checksum": ["required when outcome is succeeded"]})
+        else:
+            for name in ("object", "checksum"):
+                if attrs.get(name) is not None:
+                    raise serializers.ValidationError({name: ["only allowed when outcome is succeeded"]})
+            if outcome != "failed" and "retryable" in attrs:
+                raise serializers.ValidationError({"retryable": ["only allowed when outcome is failed"]})
+        return attrs
+
+
+class UploadResponseSerializer(serializers.Serializer):
+    object = ObjectRefSerializer()
+    checksum = serializers.CharField()
+
+
+class RequiredPatchFieldsSchema(AutoSchema):
+    """Describes PATCH bodies with their required fields (expectedRevision) instead of
+    drf-spectacular's all-optional "Patched" variant."""
+
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        method = self.method
+        if method == "PATCH":
+            self.method = "POST"
+        try:
+            return super()._get_request_for_media_type(serializer, direction)
+        finally:
+            self.method = method
+
+
+# --- Parameters --------------------------------------------------------------------------
+
+LIMIT_PARAMETER = OpenApiParameter("limit", int, description="1 to 200 (default 50)")
+CURSOR_PARAMETER = OpenApiParameter("cursor", str, description="Opaque cursor from nextCursor")
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, description="1 to 255 printable ASCII characters"
+)
+FENCE_PARAMETER = OpenApiParameter("fence", int, required=True, description="The attempt's fence")

@@ -1,0 +1,33 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from schedules.tenants import tenant_create
+from scheduler_project.errors import DomainError
+
+
+class Command(BaseCommand):
+    help = 'Create a tenant and its API token; the last line of output is {"tenantId", "token"}.'
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--job-types", default=None, help="comma-separated; default: every job type")
+        parser.add_argument("--max-schedules", type=int, default=1000)
+        parser.add_argument("--max-active-runs", type=int, default=100)
+        parser.add_argument("--weight", type=int, default=1)
+
+    def handle(self, *args, **options):
+        job_types = None
+        if options["job_types"] is not None:
+            job_types = [name.strip() for name in options["job_types"].split(",") if name.strip()]
+        try:
+            tenant, secret = tenant_create(
+                name=options["name"],
+                job_types=job_types,
+                max_schedules=options["max_schedules"],
+                max_active_runs=options["max_active_runs"],
+                weight=options["weight"],
+            )
+        except DomainError as exc:
+            raise CommandError(exc.message) from exc
+        self.stdout.write(json.dumps({"tenantId": tenant.id, "token": secret}))

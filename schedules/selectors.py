@@ -1,0 +1,46 @@
+"""Schedule reads, always scoped to the calling tenant."""
+
+from datetime import timedelta
+
+from schedules import recurrence
+from schedules.models import Schedule, Tenant
+from scheduler_project.errors import NotFound
+
+
+def schedule_get(*, tenant: Tenant, schedule_id: str) -> Schedule:
+    schedule = Schedule.objects.filter(id=schedule_id, tenant=tenant, deleted_at__isnull=True).first()
+    if schedule is None:
+        raise NotFound("no such schedule")
+    return schedule
+
+
+def schedule_get_for_history(*, tenant: Tenant, schedule_id: str) -> Schedule:
+    """Deleted schedules keep their run history readable."""
+    schedule = Schedule.objects.filter(id=schedule_id, tenant=tenant).first()
+    if schedule is None:
+        raise NotFound("no such schedule")
+    return schedule
+
+
+def schedules_list(*, tenant: Tenant, after_id: str | None, limit: int) -> list[Schedule]:
+    schedules = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).order_by("id")
+    if after_id:
+        schedules = schedules.filter(id__gt=after_id)
+    return list(schedules[:limit])
+
+
+def schedule_local_next_run(schedule: Schedule) -> str | None:
+    if schedule.next_run_at is None:
+        return None
+    return recurrence.local_rendering(recurrence.parse_rule(schedule.recurrence), schedule.next_run_at)
+
+
+def schedule_upcoming(schedule: Schedule, count: int = 5) -> list[tuple]:
+    """The next resolved instants (for the admin and the UI preview)."""
+    if schedule.next_run_at is None:
+        return []
+    rule = recurrence.parse_rule(schedule.recurrence)
+    if rule.kind == "after_completion":
+        return [(schedule.next_run_at, recurrence.local_rendering(rule, schedule.next_run_at))]
+    instants = recurrence.preview(rule, schedule.next_run_at - timedelta(microseconds=1), count)
+    return [(i, recurrence.local_rendering(rule, i)) for i in instants]

@@ -1,0 +1,80 @@
+"""Tenants and API credentials: creation only. Secrets are returned once, stored hashed."""
+
+import secrets
+
+from django.db import transaction
+
+from schedules.job_types import BUILTIN_JOB_TYPES
+from schedules.models import ApiToken, JobType, Tenant, TokenKind
+from scheduler_project.errors import InvalidRequest
+
+
+def _new_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def builtin_job_types_ensure(using: str = "default") -> list[JobType]:
+    """The built-in job types, creating any missing row from the catalog (existing rows,
+    possibly tuned by an operator, are left as they are)."""
+    job_types = []
+    for name, spec in BUILTIN_JOB_TYPES.items():
+        job_type, _ = JobType.objects.using(using).get_or_create(name=name, defaults=spec)
+        job_types.append(job_type)
+    return job_types
+
+
+@transaction.atomic
+def tenant_create(
+    *,
+    name: str,
+    job_types: list[str] | None = None,
+    max_schedules: int = 1000,
+    max_active_runs: int = 100,
+    weight: int = 1,
+) -> tuple[Tenant, str]:
+    """A new tenant and its first tenant token's secret.
+
+    With `job_types` None the tenant may use every job type; otherwise exactly those named.
+    """
+    builtin_job_types_ensure()
+    if weight < 1:
+        raise InvalidRequest("weight must be at least 1", field="weight")
+    if max_schedules < 0 or max_active_runs < 0:
+        raise InvalidRequest("quotas must not be negative")
+    if Tenant.objects.filter(name=name).exists():
+        raise InvalidRequest(f"a tenant named {name!r} already exists", field="name")
+    if job_types is None:
+        allowed = list(JobType.objects.all())
+    else:
+        allowed = list(JobType.objects.filter(name__in=job_types))
+        missing = sorted(set(job_types) - {job_type.name for job_type in allowed})
+        if missing:
+            raise InvalidRequest(f"unknown job type(s): {', '.join(missing)}", field="jobTypes")
+    tenant = Tenant.objects.create(
+        name=name, max_schedules=max_schedules, max_active_runs=max_active_runs, weight=weight
+    )
+    tenant.allowed_job_types.set(allowed)
+    _, secret = tenant_token_create(tenant=tenant, name=name)
+    return tenant, secret
+
+
+def tenant_token_create(*, tenant: Tenant, name: str) -> tuple[ApiToken, str]:
+    secret = _new_secret()
+    token = ApiToken.objects.create(
+        kind=TokenKind.TENANT, name=name, tenant=tenant, token_hash=ApiToken.hash_secret(secret)
+    )
+    return token, secret
+
+
+def worker_token_create(name: str) -> tuple[ApiToken, str]:
+    """A worker credential; its id is the worker's identity (`workerId` of the command)."""
+    secret = _new_secret()
+    token = ApiToken.objects.create(kind=TokenKind.WORKER, name=name, token_hash=ApiToken.hash_secret(secret))
+    return token, secret
+
+
+def token_revoke(token: ApiToken) -> bool:
+    """Revoke a credential; False if it was already revoked."""
+    from django.utils import timezone
+
+    return bool(ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()))

@@ -1,0 +1,88 @@
+import pytest
+
+from tests.factories import api_client, make_tenant, make_worker_token
+
+CRON_BODY = {
+    "name": "sales-report",
+    "jobType": "demo.sleep",
+    "params": {"seconds": 0},
+    "recurrence": {"kind": "cron", "cron": "0 9 * * 1-5", "timezone": "America/New_York"},
+}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_object_store(settings, tmp_path):
+    settings.OBJECT_STORE_URL = f"file://{tmp_path / 'objects'}"
+
+
+@pytest.fixture
+def client(tenant):
+    return api_client(tenant)
+
+
+@pytest.fixture
+def other_tenant(db):
+    return make_tenant("globex")
+
+
+@pytest.fixture
+def other_client(other_tenant):
+    return api_client(other_tenant)
+
+
+@pytest.fixture
+def worker(db):
+    return make_worker_token("worker-1")
+
+
+@pytest.fixture
+def worker_client(worker):
+    return api_client(worker)
+
+
+@pytest.fixture
+def anonymous(db):
+    return api_client()
+
+
+def create_schedule(client, **overrides):
+    body = {**CRON_BODY, **overrides}
+    response = client.post("/api/v1/schedules", body)
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def run_once(client, schedule_id, body=None, **headers):
+    response = client.post(f"/api/v1/schedules/{schedule_id}/runs", body or {}, **headers)
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+@pytest.fixture
+def schedule(client):
+    return create_schedule(client)
+
+
+@pytest.fixture
+def queued_run(client, schedule):
+    return run_once(client, schedule["scheduleId"])
+
+
+def claim(worker_client, **body):
+    response = worker_client.post("/api/v1/worker/claim", body)
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def assert_error(response, status: int, code: str, field: str | None = None):
+    assert response.status_code == status, (response.status_code, response.content)
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message", "details"}, body
+    assert body["error"]["code"] == code, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"]["details"], dict)
+    if field is not None:
+        assert body["error"]["details"].get("field") == field, body
+    return body["error"]

@@ -1,0 +1,44 @@
+import os
+
+import pytest
+import redis
+
+from tests.e2e.processes import Processes
+
+
+def database_url_of_test_db() -> str:
+    from django.db import connection
+
+    s = connection.settings_dict
+    if s["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("end-to-end Redis mode runs on PostgreSQL")
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgresql://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture
+def redis_url():
+    url = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+
+
+@pytest.fixture
+def processes(tmp_path, request):
+    procs = Processes(tmp_path, env=dict(os.environ, LOG_LEVEL="INFO", PYTHONUNBUFFERED="1"))
+    yield procs
+    procs.stop_all()
+    if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
+        for name in ("scan", "relay", "sweep", "worker", "worker-2", "serve"):
+            text = procs.log(name)
+            if text:
+                print(f"----- {name} log (tail) -----\n{text[-4000:]}")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)

@@ -1,0 +1,82 @@
+"""Real processes for end-to-end and chaos tests: started, watched and always stopped."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.2, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+class Processes:
+    """A set of named child processes, each in its own process group with a log file."""
+
+    def __init__(self, log_dir: Path, env: dict):
+        self.log_dir = log_dir
+        self.env = env
+        self.children: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, argv: list[str], **extra_env) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}.log", "ab")
+        child = subprocess.Popen(
+            argv, cwd=ROOT, env={**self.env, **extra_env}, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.children[name] = child
+        return child
+
+    def manage(self, name: str, *args: str, **extra_env) -> subprocess.Popen:
+        return self.start(name, [PYTHON, "manage.py", *args], **extra_env)
+
+    def celery_worker(self, name: str, queues: str, concurrency: int = 2, **extra_env) -> subprocess.Popen:
+        return self.start(
+            name,
+            [PYTHON, "-m", "celery", "-A", "scheduler_project", "worker", "-Q", queues, "-c", str(concurrency),
+             "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "info"],
+            **extra_env,
+        )
+
+    def signal(self, name: str, sig) -> None:
+        os.killpg(self.children[name].pid, sig)
+
+    def stop(self, name: str, timeout: float = 10) -> None:
+        child = self.children.pop(name)
+        if child.poll() is None:
+            try:
+                os.killpg(child.pid, signal.SIGTERM)
+                child.wait(timeout=timeout)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                try:
+                    os.killpg(child.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                child.wait()
+
+    def stop_all(self) -> None:
+        for name in list(self.children):
+            self.stop(name)
+
+    def log(self, name: str) -> str:
+        path = self.log_dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""

@@ -1,0 +1,83 @@
+"""Real server processes for tests: S3 is exercised against a moto_server subprocess, never an in-process mock."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until_answering(url: str, process: subprocess.Popen, timeout: float = 15.0) -> None:
+    # No proxy: a proxy from the environment must not intercept 127.0.0.1.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"moto_server exited early with code {process.returncode}")
+        try:
+            opener.open(url, timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"moto_server did not answer at {url} within {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """Endpoint URL of a moto_server process on 127.0.0.1, shared by the session."""
+    binary = Path(sys.executable).with_name("moto_server")
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    with pytest.MonkeyPatch.context() as env:
+        # Dummy credentials for boto3's default chain; moto accepts any.
+        env.setenv("AWS_ACCESS_KEY_ID", "testing")
+        env.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        env.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        env.delenv("AWS_PROFILE", raising=False)
+        env.delenv("AWS_SESSION_TOKEN", raising=False)
+        process = subprocess.Popen(
+            [str(binary), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            _wait_until_answering(f"{endpoint}/moto-api/", process)
+            yield endpoint
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def s3_store(moto_server):
+    """An S3 store on a fresh, versioned bucket (with a key prefix, as production may use)."""
+    from workers.objectstore import object_store_from_url
+
+    store = object_store_from_url(f"s3://test-{uuid.uuid4().hex[:16]}/objects", endpoint_url=moto_server)
+    store.ensure_ready()
+    return store
+
+
+@pytest.fixture
+def file_store(tmp_path):
+    from workers.objectstore import object_store_from_url
+
+    store = object_store_from_url(f"file://{tmp_path / 'objects'}")
+    store.ensure_ready()
+    return store

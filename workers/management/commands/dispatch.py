@@ -1,0 +1,30 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.loops import Stopper
+from workers.dispatch import EmbeddedDispatcher
+
+
+def parse_pools(text: str) -> dict[str, int]:
+    """"short=4,long=1" -> {"short": 4, "long": 1}"""
+    pools = {}
+    for part in text.split(","):
+        name, _, size = part.partition("=")
+        pools[name.strip()] = int(size or 1)
+    return pools
+
+
+class Command(BaseCommand):
+    help = "Embedded dispatcher (no broker): claim from the database into local worker pools."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--pools", default="short=4,long=1,memory=1",
+                            help="slots per resource class, e.g. short=4,long=1")
+        parser.add_argument("--poll-interval", type=float, default=0.2)
+
+    def handle(self, *args, pools, poll_interval, **options):
+        try:
+            pools = parse_pools(pools)
+        except ValueError:
+            raise CommandError("--pools looks like short=4,long=1")
+        self.stdout.write(f"dispatch: pools {pools}")
+        EmbeddedDispatcher(pools, poll_interval=poll_interval).run(Stopper())

@@ -1,0 +1,43 @@
+"""Serves filesystem-store downloads: the signed token in the URL is the only credential."""
+
+from __future__ import annotations
+
+import time
+
+from django.core import signing
+from django.http import FileResponse, JsonResponse
+from django.views.decorators.http import require_safe
+
+from scheduler_project.errors import DomainError, Forbidden, NotFound
+from workers.objectstore import ObjectMissing, get_object_store
+from workers.objectstore.filesystem import FilesystemObjectStore, read_download_token
+
+
+@require_safe
+def object_download(request, token: str):
+    try:
+        key, version_id = read_download_token(token, now=time.time())
+    except signing.BadSignature:  # also covers SignatureExpired
+        return _error(Forbidden("download link is invalid or expired"))
+
+    store = get_object_store()
+    # Tokens are only minted by the filesystem backend; S3 links go straight to S3.
+    if not isinstance(store, FilesystemObjectStore):
+        return _error(NotFound("object not found"))
+    try:
+        stored, f = store.open_version(key, version_id)
+    except (ObjectMissing, ValueError):
+        return _error(NotFound("object not found"))
+
+    # Without an explicit filename Django would advertise the on-disk name ("result.object").
+    response = FileResponse(f, content_type=stored.content_type, filename=key.rsplit("/", 1)[-1])
+    response["ETag"] = f'"{stored.version_id}"'
+    response["X-Checksum-Sha256"] = stored.version_id
+    response["Cache-Control"] = "private, no-transform"
+    return response
+
+
+def _error(exc: DomainError) -> JsonResponse:
+    return JsonResponse(
+        {"error": {"code": exc.code, "message": exc.message, "details": exc.details}}, status=exc.status
+    )

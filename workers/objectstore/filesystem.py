@@ -1,0 +1,132 @@
+"""Filesystem backend: the embedded default, one file per object under a root directory.
+
+Each object file starts with a one-line JSON header (content type, checksum, size) followed
+by the raw bytes, so data and metadata become visible together in a single os.link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import BinaryIO
+
+from django.core import signing
+
+from workers.objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
+
+# Appended to every object file name, so key "a" (file a.object) and key "a/b" (dir a) coexist.
+OBJECT_SUFFIX = ".object"
+TOKEN_SALT = "object-download"
+MAX_HEADER_BYTES = 4096
+
+
+class FilesystemObjectStore:
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def ensure_ready(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def put_new(self, key: str, data: bytes, content_type: str) -> StoredVersion:
+        path = self._path(key)
+        digest = hashlib.sha256(data).hexdigest()
+        stored = StoredVersion(key, digest, "sha256:" + digest, len(data), content_type)
+        header = json.dumps({"content_type": content_type, "sha256": digest, "size": len(data)})
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open(temp, "xb") as f:
+                f.write(header.encode() + b"\n")
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            # link (unlike rename) refuses to replace an existing name: that is the exclusive create,
+            # and the final name only ever points at a complete, fsynced file.
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                raise ObjectExists(key) from None
+        finally:
+            temp.unlink(missing_ok=True)
+        _fsync_dir(path.parent)
+        return stored
+
+    def head(self, key: str, version_id: str) -> StoredVersion:
+        stored, f = self.open_version(key, version_id)
+        f.close()
+        return stored
+
+    def get(self, key: str, version_id: str) -> bytes:
+        stored, f = self.open_version(key, version_id)
+        with f:
+            return f.read()
+
+    def open_version(self, key: str, version_id: str) -> tuple[StoredVersion, BinaryIO]:
+        """Open exactly this version, positioned at its first data byte (for streaming)."""
+        path = self._path(key)
+        try:
+            f = open(path, "rb")
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectMissing(f"{key}@{version_id}") from None
+        try:
+            stored = _read_header(key, f)
+        except Exception:
+            f.close()
+            raise
+        if stored.version_id != version_id:
+            f.close()
+            raise ObjectMissing(f"{key}@{version_id}")
+        return stored, f
+
+    def delete(self, key: str, version_id: str) -> None:
+        try:
+            self.head(key, version_id)
+        except ObjectMissing:
+            return
+        # Versions are content-addressed; concurrent delete+re-put of one key is serialized by
+        # the object registry row lock, so the file checked above is the one unlinked here.
+        self._path(key).unlink(missing_ok=True)
+
+    def download_url(self, key: str, version_id: str, expires_in: int, base_url: str) -> str:
+        check_key(key)
+        token = make_download_token(key, version_id, expires_at=time.time() + expires_in)
+        return f"{base_url.rstrip('/')}/api/v1/objects/{token}"
+
+    def _path(self, key: str) -> Path:
+        check_key(key)
+        *dirs, name = key.split("/")
+        if any(part.endswith(OBJECT_SUFFIX) for part in dirs):
+            raise ValueError(f"object key directory segments must not end with {OBJECT_SUFFIX!r}: {key!r}")
+        return self.root.joinpath(*dirs, name + OBJECT_SUFFIX)
+
+
+def make_download_token(key: str, version_id: str, expires_at: float) -> str:
+    """A signed, URL-safe token naming one object version; valid until `expires_at` (epoch seconds)."""
+    return signing.dumps({"k": key, "v": version_id, "e": int(expires_at)}, salt=TOKEN_SALT, compress=True)
+
+
+def read_download_token(token: str, now: float) -> tuple[str, str]:
+    """Return (key, version_id); raise signing.BadSignature if tampered or expired."""
+    payload = signing.loads(token, salt=TOKEN_SALT)
+    if now > payload["e"]:
+        raise signing.SignatureExpired("download link expired")
+    return payload["k"], payload["v"]
+
+
+def _read_header(key: str, f: BinaryIO) -> StoredVersion:
+    meta = json.loads(f.readline(MAX_HEADER_BYTES))
+    return StoredVersion(key, meta["sha256"], "sha256:" + meta["sha256"], meta["size"], meta["content_type"])
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the new directory entry durable, not just the file contents.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,125 @@
+"""S3 backend: a versioned bucket, conditional creates, and reads pinned to a VersionId."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from workers.objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
+
+# 412: the key already has a current version; 409: a concurrent conditional write to it is in flight.
+_EXISTS_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
+# 400 InvalidArgument is S3's answer to a malformed VersionId; 405 means the version is a delete marker.
+_MISSING_CODES = {"404", "NoSuchKey", "NoSuchVersion", "405", "MethodNotAllowed", "InvalidArgument"}
+
+
+class S3ObjectStore:
+    def __init__(
+        self, bucket: str, *, prefix: str = "", endpoint_url: str | None = None, region: str = "us-east-1"
+    ):
+        self.bucket = bucket
+        self.prefix = f"{prefix}/" if prefix else ""
+        self.region = region
+        config = Config(
+            # Path-style so endpoints like http://127.0.0.1:9000 work; AWS itself gets its default.
+            s3={"addressing_style": "path" if endpoint_url else "auto"},
+            signature_version="s3v4",
+            retries={"mode": "standard", "max_attempts": 3},
+            connect_timeout=5,
+            read_timeout=30,
+        )
+        self.client = boto3.session.Session().client(
+            "s3", endpoint_url=endpoint_url, region_name=region, config=config
+        )
+
+    def ensure_ready(self) -> None:
+        create = {"Bucket": self.bucket}
+        if self.region != "us-east-1":
+            create["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
+        try:
+            self.client.create_bucket(**create)
+        except ClientError as exc:
+            if _code(exc) not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
+                raise
+        # Without versioning there is no VersionId to pin, so a result reference could drift.
+        self.client.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
+
+    def put_new(self, key: str, data: bytes, content_type: str) -> StoredVersion:
+        digest = hashlib.sha256(data)
+        try:
+            response = self.client.put_object(
+                Bucket=self.bucket,
+                Key=self._s3_key(key),
+                Body=data,
+                ContentType=content_type,
+                IfNoneMatch="*",
+                # The metadata copy is what we read back; ChecksumSHA256 only makes servers that
+                # support it verify the upload, and is ignored elsewhere.
+                Metadata={"sha256": digest.hexdigest()},
+                ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
+            )
+        except ClientError as exc:
+            if _code(exc) in _EXISTS_CODES:
+                raise ObjectExists(key) from None
+            raise
+        version_id = response.get("VersionId")
+        if not version_id or version_id == "null":
+            raise RuntimeError(f"bucket {self.bucket!r} has no versioning; call ensure_ready()")
+        return StoredVersion(key, version_id, "sha256:" + digest.hexdigest(), len(data), content_type)
+
+    def head(self, key: str, version_id: str) -> StoredVersion:
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=self._s3_key(key), VersionId=version_id)
+        except ClientError as exc:
+            raise _missing_or_raise(exc, key, version_id) from None
+        return _stored_version(key, version_id, response)
+
+    def get(self, key: str, version_id: str) -> bytes:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._s3_key(key), VersionId=version_id)
+        except ClientError as exc:
+            raise _missing_or_raise(exc, key, version_id) from None
+        with response["Body"] as body:
+            return body.read()
+
+    def delete(self, key: str, version_id: str) -> None:
+        # Deleting by VersionId removes that version for good (no delete marker), and S3 answers
+        # success for versions that are already gone.
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._s3_key(key), VersionId=version_id)
+        except ClientError as exc:
+            if _code(exc) not in _MISSING_CODES:
+                raise
+
+    def download_url(self, key: str, version_id: str, expires_in: int, base_url: str) -> str:
+        return self.client.generate_presigned_url(
+            "get_object",
+            Params={"Bucket": self.bucket, "Key": self._s3_key(key), "VersionId": version_id},
+            ExpiresIn=expires_in,
+        )
+
+    def _s3_key(self, key: str) -> str:
+        return self.prefix + check_key(key)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _missing_or_raise(exc: ClientError, key: str, version_id: str) -> Exception:
+    if _code(exc) in _MISSING_CODES:
+        return ObjectMissing(f"{key}@{version_id}")
+    return exc
+
+
+def _stored_version(key: str, version_id: str, response: dict) -> StoredVersion:
+    digest = response.get("Metadata", {}).get("sha256")
+    if not digest:
+        # Not written by put_new, so we cannot vouch for its checksum.
+        raise ObjectMissing(f"{key}@{version_id} has no recorded sha256")
+    content_type = response.get("ContentType", "binary/octet-stream")
+    return StoredVersion(key, version_id, "sha256:" + digest, response["ContentLength"], content_type)

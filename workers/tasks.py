@@ -1,0 +1,47 @@
+"""Celery tasks: thin interfaces that take ids, call one service, and are safe to run twice."""
+
+import logging
+import os
+import socket
+
+from celery import shared_task
+
+log = logging.getLogger(__name__)
+WORKER_LABEL = f"celery:{socket.gethostname()}:{os.getpid()}"
+
+
+@shared_task(name="scheduler.execute", ignore_result=True)
+def execute(run_id: str, resource_class: str) -> str:
+    """A dispatch hint. The worker claims through the authority (weighted-fair, within
+    tenant limits) before doing anything; when nothing is claimable the hint is dropped."""
+    from workers.runtime import claim_and_execute
+
+    outcome = claim_and_execute(resource_classes=[resource_class], worker_label=WORKER_LABEL)
+    if outcome is None:
+        log.debug("hint for %s dropped: nothing claimable in %s", run_id, resource_class)
+        return "dropped"
+    return outcome.outcome
+
+
+@shared_task(name="scheduler.relay", ignore_result=True)
+def relay() -> int:
+    """Relay backstop: republish lost hints, then publish what is unpublished."""
+    from runs.relay import republish_lost_hints
+    from workers.dispatch import relay_all
+
+    republish_lost_hints()
+    return relay_all()
+
+
+@shared_task(name="scheduler.sweep", ignore_result=True)
+def sweep() -> int:
+    from runs.loops import sweep_pass
+
+    return sweep_pass()
+
+
+@shared_task(name="scheduler.scan", ignore_result=True)
+def scan() -> int:
+    from runs.loops import scan_pass
+
+    return scan_pass().schedules

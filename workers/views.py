@@ -1,0 +1,151 @@
+"""Worker protocol over HTTP: claim, heartbeat, result upload and completion.
+
+Every call is fenced: the authority decides whether the caller still owns the run.
+"""
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+
+from runs.authority import claim, complete, heartbeat, stage_result
+from scheduler_project.errors import InvalidRequest
+from scheduler_project.http import schemas
+from scheduler_project.http.json import json_object_body
+from scheduler_project.http.representations import instant, run_representation
+from scheduler_project.http.schemas import error_responses
+from scheduler_project.http.validation import MAX_BIGINT, lookup_id, validate_body
+from scheduler_project.http.views import WorkerAPIView, query_integer
+
+TAGS = ["worker"]
+DEFAULT_RESULT_MAX_BYTES = 64 * 1024 * 1024
+MAX_CONTENT_TYPE_LENGTH = 200
+
+
+class ClaimView(WorkerAPIView):
+    @extend_schema(
+        operation_id="worker_claim",
+        tags=TAGS,
+        request=schemas.ClaimSerializer,
+        responses={
+            200: schemas.ClaimResponseSerializer,
+            204: OpenApiResponse(description="Nothing is claimable"),
+            **error_responses(400, 401, 403),
+        },
+    )
+    def post(self, request):
+        body = validate_body(schemas.ClaimSerializer, json_object_body(request, allow_empty=True))
+        run = claim(
+            worker_token=request.worker_token,
+            worker_label=body.get("workerId") or "",
+            resource_classes=body.get("resourceClasses") or None,
+            lease_seconds=body.get("leaseSeconds"),
+        )
+        if run is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        attempt = run.current_attempt
+        return Response(
+            {
+                "runId": run.id,
+                "attemptId": attempt.id,
+                "fence": attempt.fence,
+                "leaseExpiresAt": instant(attempt.lease_expires_at),
+                "leaseSeconds": attempt.lease_seconds,
+                "jobType": run.job_type,
+                "params": (run.payload or {}).get("params", {}),
+                "revision": run.revision,
+                "scheduleId": run.schedule_id,
+                "attempt": attempt.number,
+            }
+        )
+
+
+class HeartbeatView(WorkerAPIView):
+    @extend_schema(
+        operation_id="worker_heartbeat",
+        tags=TAGS,
+        request=schemas.HeartbeatSerializer,
+        responses={200: schemas.HeartbeatResponseSerializer, **error_responses(400, 401, 403, 404, 409)},
+    )
+    def post(self, request):
+        body = validate_body(schemas.HeartbeatSerializer, json_object_body(request))
+        run = heartbeat(
+            run_id=lookup_id(body["runId"]), attempt_id=lookup_id(body["attemptId"]), fence=body["fence"]
+        )
+        return Response(
+            {
+                "leaseExpiresAt": instant(run.lease_expires_at),
+                "cancellationRequested": run.cancellation_requested,
+            }
+        )
+
+
+class CompleteView(WorkerAPIView):
+    @extend_schema(
+        operation_id="worker_complete",
+        tags=TAGS,
+        request=schemas.CompleteSerializer,
+        responses={200: schemas.RunSerializer, **error_responses(400, 401, 403, 404, 409)},
+    )
+    def post(self, request):
+        body = validate_body(schemas.CompleteSerializer, json_object_body(request))
+        stored = body.get("object") or {}
+        run = complete(
+            run_id=lookup_id(body["runId"]),
+            attempt_id=lookup_id(body["attemptId"]),
+            fence=body["fence"],
+            outcome=body["outcome"],
+            object_key=stored.get("key"),
+            version_id=stored.get("versionId"),
+            checksum=body.get("checksum"),
+            error=body.get("error", ""),
+            retryable=body.get("retryable", False),
+        )
+        return Response(run_representation(run))
+
+
+class ResultUploadView(WorkerAPIView):
+    query_parameters = {"put": frozenset({"fence"})}
+
+    @extend_schema(
+        operation_id="worker_result_upload",
+        tags=TAGS,
+        parameters=[schemas.FENCE_PARAMETER],
+        request={"application/octet-stream": OpenApiTypes.BINARY},
+        responses={201: schemas.UploadResponseSerializer, **error_responses(400, 401, 403, 404, 409)},
+    )
+    def put(self, request, run_id, attempt_id):
+        fence = query_integer(request, "fence", default=None, minimum=0, maximum=MAX_BIGINT)
+        if fence is None:
+            raise InvalidRequest("fence is required", field="fence")
+        content_type = request.META.get("CONTENT_TYPE", "") or "application/octet-stream"
+        if len(content_type) > MAX_CONTENT_TYPE_LENGTH or not content_type.isprintable() or not content_type.isascii():
+            raise InvalidRequest("unusable Content-Type", field="Content-Type")
+        data = _read_raw_body(request)
+        stored = stage_result(
+            run_id=lookup_id(run_id),
+            attempt_id=lookup_id(attempt_id),
+            fence=fence,
+            data=data,
+            content_type=content_type,
+        )
+        return Response(
+            {"object": {"key": stored.key, "versionId": stored.version_id}, "checksum": stored.checksum},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+def _read_raw_body(request) -> bytes:
+    """The raw upload, bounded by RESULT_MAX_BYTES rather than the small JSON body limit."""
+    limit = getattr(settings, "RESULT_MAX_BYTES", DEFAULT_RESULT_MAX_BYTES)
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise InvalidRequest("bad Content-Length", field="Content-Length") from None
+    if declared > limit:
+        raise InvalidRequest("result too large", details={"maxBytes": limit})
+    data = request._request.read(limit + 1)
+    if len(data) > limit:
+        raise InvalidRequest("result too large", details={"maxBytes": limit})
+    return data
