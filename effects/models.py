@@ -1,6 +1,7 @@
 """Effect intents (send-<run>) and every provider request made for them."""
 
 from django.db import models
+from django.db.models import Q
 
 from scheduler_project.ids import new_id
 
@@ -36,16 +37,30 @@ class EffectIntent(models.Model):
     state = models.CharField(max_length=10, choices=EffectState.choices, default=EffectState.PENDING)
     external_id = models.CharField(max_length=300, blank=True, default="")
     delivery_count = models.PositiveIntegerField(default=0)
+    # Pending: when the next delivery may start (null = now). While a delivery is in flight it
+    # is that delivery's deadline. Uncertain: set only under the `retry` policy; null = held.
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # An operator's decision (admin action or `manage.py effects resolve`), with who and when.
+    resolution = models.TextField(blank=True, default="")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at", "created_at"],
+                name="effect_due_idx",
+                condition=Q(state__in=["pending", "uncertain"]),
+            )
+        ]
 
     def __str__(self):
         return self.action
 
 
 class EffectDelivery(models.Model):
-    """One provider request and its outcome."""
+    """One provider request and its outcome. Written and committed before the request is
+    made, so a delivery left unfinished is evidence that its outcome is unknown."""
 
     intent = models.ForeignKey(EffectIntent, on_delete=models.CASCADE, related_name="deliveries")
     number = models.PositiveIntegerField()
@@ -54,6 +69,9 @@ class EffectDelivery(models.Model):
     outcome = models.CharField(max_length=10, choices=EffectState.choices, default=EffectState.PENDING)
     external_id = models.CharField(max_length=300, blank=True, default="")
     detail = models.TextField(blank=True, default="")
+    # What was submitted: identity (Message-ID / Idempotency-Key), recipients or endpoint,
+    # attachment or link. Never the signed link itself.
+    request = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [

@@ -61,7 +61,8 @@ def bulk_insert(model, rows: list[dict]) -> None:
             fixed[f.attname] = f.get_default()
     json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
     columns = ", ".join(f'"{f.column}"' for f in fields)
-    with connection.cursor() as wrapper:
+    # Raw COPY bypasses Django's error translation: keep IntegrityError and friends Django's.
+    with connection.cursor() as wrapper, connection.wrap_database_errors:
         with wrapper.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
             for row in rows:
                 values = []

@@ -93,7 +93,8 @@ class Run(models.Model):
     result_checksum = models.CharField(max_length=71, null=True, blank=True)
     result_size = models.BigIntegerField(null=True, blank=True)
     result_content_type = models.CharField(max_length=200, null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Authority time inside the creating transaction (history watermarks rely on it).
+    created_at = models.DateTimeField()
 
     class Meta:
         constraints = [

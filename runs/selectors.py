@@ -1,12 +1,40 @@
 """Run reads: the authoritative run, and keyset pages of a schedule's history."""
 
+from datetime import timedelta
+
+from django.db import connection
 from django.db.models import Prefetch, Q
 
 from runs.clock import authority_now
 from runs.models import Attempt, Run
 from scheduler_project.errors import NotFound
 
-__all__ = ["authority_now", "run_get", "runs_page"]
+__all__ = ["authority_now", "history_watermark", "run_get", "runs_page"]
+
+# Used only when the database role cannot see other sessions' transaction start times.
+WATERMARK_FALLBACK_LAG = timedelta(seconds=30)
+
+
+def history_watermark():
+    """An instant before which every run is committed, hence visible to this read.
+
+    A run's created_at is authority time inside its creating transaction, so a run not yet
+    committed was created after its transaction began: the start of the oldest open
+    transaction (or now) bounds every run this read could be missing.
+    """
+    now = authority_now()
+    if connection.vendor != "postgresql":
+        return now  # embedded SQLite: one writer at a time, readers see every commit
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE xact_start IS NULL), min(xact_start) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend' AND state <> 'idle'"
+        )
+        hidden, oldest = cursor.fetchone()
+    if hidden:
+        return now - WATERMARK_FALLBACK_LAG
+    return min(now, oldest) if oldest else now
 
 
 def _with_details(runs):

@@ -144,10 +144,30 @@ else:
     EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
     EMAIL_FILE_PATH = VAR_DIR / "mail"
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "scheduler@localhost")
+# Effect adapter (`manage.py effects`): per-operation network timeout for SMTP and webhooks;
+# a delivery still unfinished EFFECT_INFLIGHT_SECONDS after it started is taken as uncertain.
+EFFECT_TIMEOUT_SECONDS = float(os.environ.get("EFFECT_TIMEOUT_SECONDS", 10))
+EFFECT_INFLIGHT_SECONDS = env_int("EFFECT_INFLIGHT_SECONDS", 120)
+EFFECT_MAX_DELIVERIES = env_int("EFFECT_MAX_DELIVERIES", 5)
+EFFECT_BACKOFF_SECONDS = float(os.environ.get("EFFECT_BACKOFF_SECONDS", 30))
+EFFECT_BACKOFF_MAX_SECONDS = float(os.environ.get("EFFECT_BACKOFF_MAX_SECONDS", 3600))
+EFFECT_BATCH_SIZE = env_int("EFFECT_BATCH_SIZE", 20)
+# Results up to this size are attached to the email; larger ones (or attach: false) are linked.
+EFFECT_ATTACH_MAX_BYTES = env_int("EFFECT_ATTACH_MAX_BYTES", 5 * 1024 * 1024)
+# Emailed / posted result links stay valid (and pin the object against cleanup) this long.
+EFFECT_LINK_TTL_SECONDS = env_int("EFFECT_LINK_TTL_SECONDS", 3 * 86400)
+EFFECT_MESSAGE_ID_DOMAIN = os.environ.get("EFFECT_MESSAGE_ID_DOMAIN", "scheduler.invalid")
+# Absolute base of links the scheduler hands out outside a request (emails, webhooks).
+PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 
 # --- Retention --------------------------------------------------------------------------
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 30)
 OBJECT_RETENTION_DAYS = env_int("OBJECT_RETENTION_DAYS", 7)
+# A staged upload whose attempt can no longer publish is collected this long after staging.
+ORPHAN_GRACE_SECONDS = env_int("ORPHAN_GRACE_SECONDS", 3600)
+# Idempotency keys are promised for at least 24 hours (API.md).
+REQUEST_KEY_RETENTION_HOURS = env_int("REQUEST_KEY_RETENTION_HOURS", 48)
+CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
 
 # --- Scheduling -------------------------------------------------------------------------
 DUE_BUCKETS = 64

@@ -5,7 +5,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from runs.authority import run_once
-from runs.selectors import authority_now, runs_page
+from runs.selectors import history_watermark, runs_page
 from schedules.selectors import schedule_get, schedule_get_for_history, schedules_list
 from schedules.services import (
     schedule_create,
@@ -172,7 +172,7 @@ class ScheduleRunsView(TenantAPIView):
                 raise InvalidRequest("invalid cursor", field="cursor")
             after = (cursor_instant(payload.get("at")), payload["id"])
         else:
-            upper_bound = authority_now()
+            upper_bound = history_watermark()
         schedule = schedule_get_for_history(tenant=request.tenant, schedule_id=schedule_id)
         page = runs_page(schedule=schedule, upper_bound=upper_bound, after=after, limit=limit + 1)
         next_cursor = None

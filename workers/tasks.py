@@ -45,3 +45,19 @@ def scan() -> int:
     from runs.loops import scan_pass
 
     return scan_pass().schedules
+
+
+@shared_task(name="scheduler.effects", ignore_result=True)
+def effects() -> int:
+    """Deliver due effect intents; any number may run at once (SKIP LOCKED claims)."""
+    from effects.delivery import effects_pass
+
+    return effects_pass().deliveries
+
+
+@shared_task(name="scheduler.cleanup", ignore_result=True)
+def cleanup() -> dict:
+    """One bounded retention pass: objects, then expired run history, then request keys."""
+    from runs.lifecycle import cleanup_pass
+
+    return cleanup_pass().as_dict()

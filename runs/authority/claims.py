@@ -177,6 +177,12 @@ def _current_attempt(run: Run, attempt_id: str, fence: int, now) -> Attempt:
     attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
     if attempt is None:
         raise NotFound("no such attempt")
+    require_current(run, attempt, fence, now)
+    return attempt
+
+
+def require_current(run: Run, attempt: Attempt, fence: int, now) -> None:
+    """Ownership check: latest fence, running attempt, lease not passed (authority time)."""
     if (
         run.state != RunState.RUNNING
         or run.current_attempt_id != attempt.id
@@ -187,7 +193,6 @@ def _current_attempt(run: Run, attempt_id: str, fence: int, now) -> Attempt:
         raise StaleFence("fence is no longer current", details={"currentFence": run.fence})
     if run.lease_expires_at <= now:
         raise StaleFence("lease has expired", details={"currentFence": run.fence})
-    return attempt
 
 
 def sweep_expired_leases(*, batch_size: int = 500) -> int:

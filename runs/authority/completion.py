@@ -1,13 +1,14 @@
 """Publication: staging an attempt's output, and the fenced completion of section 13."""
 
 import hashlib
+import logging
 import random
 from datetime import timedelta
 
 from django.db import transaction
 
 from effects.models import EffectIntent, EffectKind
-from runs.authority.claims import _current_attempt
+from runs.authority.claims import _current_attempt, require_current
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics
@@ -27,6 +28,8 @@ from runs.authority.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
 from workers.objectstore import ObjectExists, get_object_store
+
+log = logging.getLogger(__name__)
 
 OUTCOMES = ("succeeded", "failed", "canceled")
 
@@ -62,17 +65,25 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
     except Exception:
         metrics.PUBLICATION_FAILURES.labels("upload").inc()
         raise
-    with transaction.atomic():
-        updated = StoredObject.objects.filter(id=existing.id, state=ObjectState.STAGED, version_id__isnull=True).update(
-            version_id=stored.version_id,
-            checksum=stored.checksum,
-            size=stored.size,
-            content_type=stored.content_type,
-            uploaded_at=authority_now(),
-        )
+    recorded = {
+        "version_id": stored.version_id,
+        "checksum": stored.checksum,
+        "size": stored.size,
+        "content_type": stored.content_type,
+        "uploaded_at": authority_now(),
+    }
+    updated = StoredObject.objects.filter(id=existing.id, state=ObjectState.STAGED, version_id__isnull=True).update(
+        **recorded
+    )
     if not updated:
+        # Cleanup took the row while we uploaded: this version can never be published.
+        try:
+            get_object_store().delete(key, stored.version_id)
+        except Exception:  # at worst one unreferenced object remains for the orphan sweep
+            log.warning("could not remove unpublishable upload %s", key, exc_info=True)
         raise InvalidState("the staged object was claimed by cleanup; upload under a new attempt")
-    existing.refresh_from_db()
+    for name, value in recorded.items():
+        setattr(existing, name, value)
     return existing
 
 
@@ -104,7 +115,7 @@ def complete(
             raise NotFound("no such attempt")
         if attempt.state != AttemptState.RUNNING:
             return _repeat(run, attempt, outcome, checksum)
-        _current_attempt(run, attempt_id, fence, now)
+        require_current(run, attempt, fence, now)
         outbox: list[Outbox] = []
         if outcome == "succeeded":
             outbox += _publish(schedule, run, attempt, object_key, version_id, checksum, now)

@@ -86,6 +86,7 @@ def _materialize(schedules: list[Schedule], now, *, from_pause=False) -> Materia
             "job_type": schedule.job_type_id,
             "resource_class": payload["resourceClass"],
             "max_attempts": payload["retry"]["maxAttempts"],
+            "created_at": now,
         }
         skipped = dict(base, state=RunState.SKIPPED, skip_reason=SkipReason.MISFIRE, finished_at=now)
         if plan.skipped_range:

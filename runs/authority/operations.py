@@ -59,6 +59,7 @@ def run_once(*, tenant, schedule_id: str, body: dict, idempotency_key: str | Non
             max_attempts=payload["retry"]["maxAttempts"],
             scheduled_at=due,
             due_at=due,
+            created_at=now,
             state=RunState.QUEUED if due <= now else RunState.PENDING,
             pending_reason=PendingReason.NONE if due <= now else PendingReason.NOT_DUE,
         )

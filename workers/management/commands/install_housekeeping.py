@@ -9,6 +9,8 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 HOUSEKEEPING = {
     "scheduler relay backstop": ("scheduler.relay", 10),
     "scheduler lease sweep": ("scheduler.sweep", 5),
+    "scheduler effect delivery": ("scheduler.effects", 10),
+    "scheduler retention cleanup": ("scheduler.cleanup", 300),
 }
 
 

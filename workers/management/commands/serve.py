@@ -21,6 +21,8 @@ def service_commands(*, host: str, port: int, redis: bool) -> dict[str, list[str
                 "--workers", "2", "--threads", "4", "--access-logfile", "-"],
         "scan": manage + ["scan"],
         "sweep": manage + ["sweep"],
+        "effects": manage + ["effects"],
+        "cleanup": manage + ["cleanup"],
     }
     if redis:
         celery = [sys.executable, "-m", "celery", "-A", "scheduler_project"]

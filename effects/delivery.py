@@ -1,0 +1,484 @@
+"""Effect delivery: the only code that changes an effect intent's state.
+
+One delivery is three steps, and only the middle one touches the network:
+
+1. ``claim_next_delivery``: one short transaction takes a due intent (FOR UPDATE SKIP
+   LOCKED, so any number of effect processes can run), pins the result object, and
+   records the delivery (number, request) *before* anything is sent. The intent's
+   ``next_attempt_at`` becomes the delivery's deadline.
+2. ``perform``: the provider request, outside any transaction, under the action's stable
+   identity (Message-ID / Idempotency-Key).
+3. ``finish_delivery``: a second transaction records the outcome and settles the intent.
+
+A delivery row left unfinished past its deadline is evidence that the outcome is unknown:
+the next claim records it as uncertain and applies the job type's policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import mimetypes
+import random
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from email import encoders
+from email.mime.base import MIMEBase
+
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+
+from effects import adapters
+from effects.adapters import ProviderOutcome
+from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
+from runs.backoff import retry_delay_seconds
+from runs.clock import authority_now
+from runs.models import ObjectState, Outbox, OutboxKind, StoredObject
+from scheduler_project.errors import InvalidRequest, InvalidState, NotFound
+from scheduler_project.http.representations import instant
+from schedules.models import JobType, UncertainEffectPolicy
+from workers.objectstore import ObjectMissing, get_object_store
+
+log = logging.getLogger(__name__)
+
+SETTLED_STATES = (EffectState.SENT, EffectState.FAILED, EffectState.SKIPPED)
+RESOLUTIONS = ("sent", "failed", "retry")
+S3_MAX_LINK_SECONDS = 7 * 86400  # presigned URLs cannot live longer
+
+
+@dataclass
+class PreparedDelivery:
+    """Everything the provider request needs, read in the claim transaction."""
+
+    intent_id: str
+    delivery_id: int
+    number: int
+    action: str
+    kind: str
+    target: dict
+    run_id: str
+    schedule_id: str
+    schedule_name: str
+    scheduled_at: object
+    result_key: str
+    result_version_id: str | None
+    result_checksum: str
+    result_size: int | None
+    result_content_type: str
+    attach: bool
+    link_seconds: int
+    request: dict = field(default_factory=dict)
+
+
+@dataclass
+class PassStats:
+    deliveries: int = 0
+    recovered: int = 0
+    outcomes: dict = field(default_factory=dict)
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def __str__(self):
+        parts = [f"deliveries={self.deliveries}", f"recovered={self.recovered}"]
+        parts += [f"{name}={n}" for name, n in sorted(self.outcomes.items())]
+        return " ".join(parts)
+
+
+# --- The pass --------------------------------------------------------------------------------
+
+
+def effects_pass(*, limit: int | None = None) -> PassStats:
+    """Deliver due intents one at a time, at most ``limit`` per pass."""
+    limit = limit or settings.EFFECT_BATCH_SIZE
+    stats = PassStats()
+    done: set[str] = set()  # at most one delivery per intent per pass, whatever its backoff
+    while stats.deliveries < limit:
+        claimed = claim_next_delivery(stats, exclude=done)
+        if claimed is None:
+            break
+        done.add(claimed.intent_id)
+        stats.deliveries += 1
+        outcome = perform(claimed)
+        finish_delivery(claimed, outcome)
+        stats.count(outcome.outcome)
+    return stats
+
+
+def deliver_action(action: str) -> ProviderOutcome | None:
+    """Deliver one named intent now if it is due (used by tests and operators)."""
+    claimed = claim_next_delivery(PassStats(), only_action=action)
+    if claimed is None:
+        return None
+    outcome = perform(claimed)
+    finish_delivery(claimed, outcome)
+    return outcome
+
+
+# --- Step 1: claim -----------------------------------------------------------------------------
+
+
+def _due(now) -> Q:
+    return Q(state=EffectState.PENDING, next_attempt_at__isnull=True) | Q(
+        state__in=(EffectState.PENDING, EffectState.UNCERTAIN), next_attempt_at__lte=now
+    )
+
+
+def claim_next_delivery(
+    stats: PassStats, *, only_action: str | None = None, exclude: set[str] = frozenset()
+) -> PreparedDelivery | None:
+    with transaction.atomic():
+        now = authority_now()
+        handled: list[str] = list(exclude)
+        while True:
+            candidates = EffectIntent.objects.filter(_due(now)).exclude(id__in=handled)
+            if only_action is not None:
+                candidates = candidates.filter(action=only_action)
+            intent = (
+                candidates.select_related("run")
+                .order_by(F("next_attempt_at").asc(nulls_first=True), "created_at", "id")
+                .select_for_update(skip_locked=True, of=("self",))
+                .first()
+            )
+            if intent is None:
+                return None
+            handled.append(intent.id)
+            latest = _latest_delivery(intent)
+            if latest is not None and latest.finished_at is None:
+                # Its deadline passed without an outcome: the adapter stopped mid-request.
+                _record_abandoned(intent, latest, now)
+                stats.recovered += 1
+                continue
+            prepared = _start_delivery(intent, now)
+            if prepared is not None:
+                return prepared
+
+
+def _latest_delivery(intent: EffectIntent) -> EffectDelivery | None:
+    if not intent.delivery_count:
+        return None
+    return EffectDelivery.objects.select_for_update().filter(intent=intent, number=intent.delivery_count).first()
+
+
+def _record_abandoned(intent: EffectIntent, delivery: EffectDelivery, now) -> None:
+    delivery.finished_at = now
+    delivery.outcome = EffectState.UNCERTAIN
+    delivery.detail = "no outcome was recorded by the delivery deadline; the request may have reached the provider"
+    delivery.save(update_fields=["finished_at", "outcome", "detail"])
+    _settle(intent, adapters.UNCERTAIN, now)
+    intent.save()
+    log.warning("effect %s: delivery %d abandoned mid-request, now %s", intent.action, delivery.number, intent.state)
+
+
+def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
+    run = intent.run
+    target = intent.target or {}
+    number = intent.delivery_count + 1
+    obj = (
+        StoredObject.objects.select_for_update()
+        .filter(key=intent.result_key, version_id=intent.result_version_id)
+        .first()
+    )
+    size = obj.size if obj is not None else run.result_size
+    attach = (
+        intent.kind == EffectKind.EMAIL
+        and target.get("attach", True) is not False
+        and size is not None
+        and size <= settings.EFFECT_ATTACH_MAX_BYTES
+    )
+    link_seconds = 0 if attach else min(settings.EFFECT_LINK_TTL_SECONDS, S3_MAX_LINK_SECONDS)
+    prepared = PreparedDelivery(
+        intent_id=intent.id, delivery_id=0, number=number, action=intent.action, kind=intent.kind,
+        target=target, run_id=run.id, schedule_id=run.schedule_id,
+        schedule_name=run.payload.get("scheduleName") or "", scheduled_at=run.scheduled_at,
+        result_key=intent.result_key, result_version_id=intent.result_version_id,
+        result_checksum=intent.result_checksum, result_size=size,
+        result_content_type=(obj.content_type if obj is not None else run.result_content_type) or "",
+        attach=attach, link_seconds=link_seconds,
+    )
+    prepared.request = _request_record(prepared, now)
+    intent.delivery_count = number
+    intent.updated_at = now
+    missing = _missing_target(intent)
+    if missing or obj is None or obj.state != ObjectState.REFERENCED:
+        # Settled without a provider request: recorded like any other delivery.
+        reason = missing or "the result object has expired under the retention policy"
+        outcome = adapters.SKIPPED if missing else adapters.FAILED
+        EffectDelivery.objects.create(
+            intent=intent, number=number, started_at=now, finished_at=now, request=prepared.request,
+            outcome=EffectState.SKIPPED if missing else EffectState.FAILED, detail=f"not submitted: {reason}",
+        )
+        _settle(intent, outcome, now)
+        intent.save()
+        return None
+    # Pin the exact version: cleanup leaves it alone while we read it and while a link we
+    # hand out can still be used.
+    pin_until = now + timedelta(seconds=max(settings.EFFECT_INFLIGHT_SECONDS, link_seconds + 60))
+    if obj.pinned_until is None or obj.pinned_until < pin_until:
+        obj.pinned_until = pin_until
+        obj.save(update_fields=["pinned_until"])
+    delivery = EffectDelivery.objects.create(intent=intent, number=number, started_at=now, request=prepared.request)
+    intent.next_attempt_at = now + timedelta(seconds=settings.EFFECT_INFLIGHT_SECONDS)
+    intent.save(update_fields=["delivery_count", "next_attempt_at", "updated_at"])
+    prepared.delivery_id = delivery.id
+    return prepared
+
+
+def _missing_target(intent: EffectIntent) -> str:
+    target = intent.target or {}
+    if intent.kind == EffectKind.EMAIL and not target.get("to"):
+        return "the email effect names no recipients"
+    if intent.kind == EffectKind.WEBHOOK and not target.get("url"):
+        return "the webhook effect names no URL"
+    return ""
+
+
+def message_id(action: str) -> str:
+    """Stable per action: every delivery of one intent carries the same Message-ID."""
+    return f"<{action}@{settings.EFFECT_MESSAGE_ID_DOMAIN}>"
+
+
+def _request_record(p: PreparedDelivery, now) -> dict:
+    record = {"identity": p.action, "resultVersion": p.result_version_id, "checksum": p.result_checksum}
+    if p.kind == EffectKind.EMAIL:
+        record |= {
+            "messageId": message_id(p.action),
+            "from": settings.DEFAULT_FROM_EMAIL,
+            "to": list(p.target.get("to") or []),
+            "subject": _subject(p),
+        }
+    else:
+        record |= {"url": p.target.get("url", ""), "idempotencyKey": p.action}
+    if p.attach:
+        record["attachment"] = {"filename": _filename(p), "size": p.result_size}
+    else:
+        record["link"] = {"expiresAt": instant(now + timedelta(seconds=p.link_seconds))}
+    return record
+
+
+# --- Step 2: the provider request (no transaction) ------------------------------------------
+
+
+def perform(p: PreparedDelivery) -> ProviderOutcome:
+    if transaction.get_connection().in_atomic_block:
+        raise RuntimeError("effect deliveries must not run inside a database transaction")
+    try:
+        if p.kind == EffectKind.EMAIL:
+            return _perform_email(p)
+        return _perform_webhook(p)
+    except Exception as exc:  # noqa: BLE001 - a bug must not leave the delivery open forever
+        log.exception("effect %s: delivery %d raised", p.action, p.number)
+        return ProviderOutcome(adapters.UNCERTAIN, detail=f"adapter error: {exc!r}"[:2000])
+
+
+def _perform_email(p: PreparedDelivery) -> ProviderOutcome:
+    link = None
+    data = None
+    if p.attach:
+        try:
+            data = get_object_store().get(p.result_key, p.result_version_id)
+        except ObjectMissing:
+            return ProviderOutcome(adapters.FAILED, detail="the canonical result object is missing from the store")
+        except Exception as exc:  # noqa: BLE001 - store outage: nothing was submitted
+            return ProviderOutcome(adapters.NOT_DELIVERED, detail=f"reading the result: {exc!r}"[:2000])
+        if "sha256:" + hashlib.sha256(data).hexdigest() != p.result_checksum:
+            return ProviderOutcome(adapters.FAILED, detail="the stored bytes do not match the canonical checksum")
+    else:
+        link = _download_link(p)
+    message = EmailMessage(
+        subject=_subject(p),
+        body=_email_body(p, link),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=list(p.target["to"]),
+        headers={
+            "Message-ID": message_id(p.action),
+            "X-Scheduler-Action": p.action,
+            "X-Scheduler-Run": p.run_id,
+            "X-Scheduler-Checksum": p.result_checksum,
+        },
+    )
+    if data is not None:
+        message.attach(_attachment(p, data))
+    return adapters.send_email(message, timeout=settings.EFFECT_TIMEOUT_SECONDS)
+
+
+def _attachment(p: PreparedDelivery, data: bytes) -> MIMEBase:
+    """Base64 whatever the type: a text/* part would be re-encoded with CRLF line endings,
+    and the recipient must get exactly the bytes whose checksum the message names."""
+    content_type = (p.result_content_type or "application/octet-stream").split(";")[0].strip()
+    maintype, _, subtype = content_type.partition("/")
+    part = MIMEBase(maintype or "application", subtype or "octet-stream")
+    part.set_payload(data)
+    encoders.encode_base64(part)
+    part.add_header("Content-Disposition", "attachment", filename=_filename(p))
+    return part
+
+
+def _perform_webhook(p: PreparedDelivery) -> ProviderOutcome:
+    body = {
+        "action": p.action,
+        "runId": p.run_id,
+        "scheduleId": p.schedule_id,
+        "scheduledAt": instant(p.scheduled_at),
+        "checksum": p.result_checksum,
+        "size": p.result_size,
+        "contentType": p.result_content_type,
+        "resultUrl": _download_link(p),
+        "resultUrlExpiresAt": p.request["link"]["expiresAt"],
+    }
+    return adapters.post_webhook(
+        p.target["url"], body, idempotency_key=p.action, timeout=settings.EFFECT_TIMEOUT_SECONDS
+    )
+
+
+def _download_link(p: PreparedDelivery) -> str:
+    return get_object_store().download_url(
+        p.result_key, p.result_version_id, p.link_seconds, settings.PUBLIC_BASE_URL
+    )
+
+
+def _subject(p: PreparedDelivery) -> str:
+    subject = p.target.get("subject")
+    if subject:
+        return subject
+    return f"{p.schedule_name or 'Scheduled report'}: run for {instant(p.scheduled_at)}"
+
+
+def _filename(p: PreparedDelivery) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", p.schedule_name or "result").strip("-") or "result"
+    extension = mimetypes.guess_extension((p.result_content_type or "").split(";")[0].strip()) or ".bin"
+    return f"{base}-{p.scheduled_at.strftime('%Y%m%dT%H%M%SZ')}{extension}"
+
+
+def _email_body(p: PreparedDelivery, link: str | None) -> str:
+    lines = [
+        f"The scheduled run {p.run_id} of {p.schedule_name or p.schedule_id} "
+        f"(scheduled for {instant(p.scheduled_at)}) succeeded.",
+        "",
+        f"Result checksum: {p.result_checksum}",
+        f"Size: {p.result_size} bytes",
+    ]
+    if link:
+        lines += ["", f"Download (valid until {p.request['link']['expiresAt']}):", link]
+    else:
+        lines += ["", "The result is attached."]
+    return "\n".join(lines) + "\n"
+
+
+# --- Step 3: record the outcome ------------------------------------------------------------
+
+
+def finish_delivery(p: PreparedDelivery, result: ProviderOutcome) -> None:
+    with transaction.atomic():
+        now = authority_now()
+        intent = EffectIntent.objects.select_for_update().filter(id=p.intent_id).first()
+        if intent is None:
+            log.warning("effect %s: intent removed while delivery %d was in flight", p.action, p.number)
+            return
+        delivery = EffectDelivery.objects.select_for_update().get(id=p.delivery_id)
+        # Even if a deadline recovery already called it uncertain, the real answer is better evidence.
+        delivery.finished_at = now
+        delivery.outcome = _delivery_state(result.outcome)
+        delivery.external_id = result.external_id[:300]
+        delivery.detail = result.detail[:10000]
+        delivery.save(update_fields=["finished_at", "outcome", "external_id", "detail"])
+        if result.outcome == adapters.SENT and intent.state != EffectState.SENT:
+            intent.external_id = result.external_id[:300]
+            _settle(intent, adapters.SENT, now)
+        elif intent.delivery_count == p.number and intent.state not in SETTLED_STATES:
+            _settle(intent, result.outcome, now)
+        intent.updated_at = now
+        intent.save()
+    log.info("effect %s: delivery %d %s (%s)", p.action, p.number, result.outcome, result.detail[:200])
+
+
+def _delivery_state(outcome: str) -> str:
+    # "not delivered" is a failed request; the intent itself goes back to pending.
+    return {
+        adapters.SENT: EffectState.SENT,
+        adapters.UNCERTAIN: EffectState.UNCERTAIN,
+        adapters.SKIPPED: EffectState.SKIPPED,
+    }.get(outcome, EffectState.FAILED)
+
+
+def _settle(intent: EffectIntent, outcome: str, now) -> None:
+    """The intent's state after a delivery outcome. Once any delivery may have reached the
+    provider, only a `sent` answer or an operator can settle the intent as anything else:
+    calling it failed could hide a delivered message."""
+    count = intent.delivery_count
+    can_retry = count < settings.EFFECT_MAX_DELIVERIES
+    backoff = now + timedelta(
+        seconds=retry_delay_seconds(max(count, 1), settings.EFFECT_BACKOFF_SECONDS,
+                                    settings.EFFECT_BACKOFF_MAX_SECONDS, random)
+    )
+    maybe_delivered = outcome == adapters.UNCERTAIN or intent.deliveries.filter(
+        outcome=EffectState.UNCERTAIN
+    ).exists()
+    intent.updated_at = now
+    if outcome == adapters.SENT:
+        intent.state, intent.next_attempt_at = EffectState.SENT, None
+    elif outcome == adapters.SKIPPED:
+        intent.state, intent.next_attempt_at = EffectState.SKIPPED, None
+    elif outcome == adapters.UNCERTAIN:
+        retry = can_retry and _policy(intent) == UncertainEffectPolicy.RETRY
+        intent.state, intent.next_attempt_at = EffectState.UNCERTAIN, (backoff if retry else None)
+    elif outcome == adapters.NOT_DELIVERED and can_retry:
+        intent.state = EffectState.UNCERTAIN if maybe_delivered else EffectState.PENDING
+        intent.next_attempt_at = backoff
+    else:  # permanent refusal, or out of deliveries
+        intent.state = EffectState.UNCERTAIN if maybe_delivered else EffectState.FAILED
+        intent.next_attempt_at = None
+    if intent.state in SETTLED_STATES:
+        _mark_outbox_processed(intent.action, now)
+
+
+def _policy(intent: EffectIntent) -> str:
+    policy = JobType.objects.filter(name=intent.run.job_type).values_list("uncertain_effect_policy", flat=True).first()
+    return policy or UncertainEffectPolicy.HOLD
+
+
+def _mark_outbox_processed(action: str, now) -> None:
+    Outbox.objects.filter(kind=OutboxKind.EFFECT, action_key=action, processed_at__isnull=True).update(
+        processed_at=now, published_at=Coalesce("published_at", now)
+    )
+
+
+# --- Operator decisions ----------------------------------------------------------------------
+
+
+def effect_resolve(*, action: str, resolution: str, actor: str = "operator", note: str = "") -> EffectIntent:
+    """An operator settles an intent: `sent` (it arrived), `failed` (give up), or `retry`
+    (deliver again under the same identity)."""
+    if resolution not in RESOLUTIONS:
+        raise InvalidRequest(f"resolution must be one of {', '.join(RESOLUTIONS)}", field="resolution")
+    with transaction.atomic():
+        now = authority_now()
+        intent = EffectIntent.objects.select_for_update().filter(action=action).first()
+        if intent is None:
+            raise NotFound(f"no effect intent {action}")
+        latest = _latest_delivery(intent)
+        if latest is not None and latest.finished_at is None:
+            if latest.started_at + timedelta(seconds=settings.EFFECT_INFLIGHT_SECONDS) > now:
+                raise InvalidState("a delivery of this intent is in flight; wait for its outcome")
+            _record_abandoned(intent, latest, now)
+        allowed = {
+            "sent": (EffectState.PENDING, EffectState.UNCERTAIN, EffectState.FAILED),
+            "failed": (EffectState.PENDING, EffectState.UNCERTAIN),
+            "retry": (EffectState.UNCERTAIN, EffectState.FAILED),
+        }[resolution]
+        if intent.state not in allowed:
+            raise InvalidState(f"the intent is {intent.state}; it cannot be resolved as {resolution}")
+        if resolution == "retry":
+            intent.state, intent.next_attempt_at = EffectState.PENDING, None
+        else:
+            intent.state, intent.next_attempt_at = resolution, None
+            _mark_outbox_processed(intent.action, now)
+        entry = f"{instant(now)} {actor}: {resolution}" + (f" ({note})" if note else "")
+        intent.resolution = f"{intent.resolution}\n{entry}".strip()
+        intent.updated_at = now
+        intent.save()
+    return intent

@@ -1,0 +1,48 @@
+"""The history watermark never claims a run that a still-open transaction is creating."""
+
+import threading
+from datetime import datetime
+
+import pytest
+from django.db import connection, transaction
+
+from runs.authority import run_once
+from schedules.services import schedule_create
+from tests.factories import api_client
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_history_watermark__stays_before_an_uncommitted_run(tenant):
+    schedule, _ = schedule_create(tenant=tenant, body={
+        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "0 9 * * *"}})
+    inserted, release, created = threading.Event(), threading.Event(), {}
+
+    def slow_creator():
+        try:
+            with transaction.atomic():
+                run, _ = run_once(tenant=tenant, schedule_id=schedule.id, body={})
+                created["run"] = run
+                inserted.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    creator = threading.Thread(target=slow_creator)
+    creator.start()
+    assert inserted.wait(10)
+    client = api_client(tenant)
+    try:
+        page = client.get(f"/api/v1/schedules/{schedule.id}/runs").json()
+        assert page["results"] == []
+        assert parse(page["watermark"]) <= created["run"].created_at
+    finally:
+        release.set()
+        creator.join()
+    page = client.get(f"/api/v1/schedules/{schedule.id}/runs").json()
+    assert [r["runId"] for r in page["results"]] == [created["run"].id]
+    assert parse(page["watermark"]) >= created["run"].created_at
+
+
+def parse(text):
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
