@@ -83,6 +83,9 @@ class PassStats:
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
+    def __bool__(self) -> bool:
+        return bool(self.deliveries or self.recovered)
+
     def __str__(self):
         parts = [f"deliveries={self.deliveries}", f"recovered={self.recovered}"]
         parts += [f"{name}={n}" for name, n in sorted(self.outcomes.items())]

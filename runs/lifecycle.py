@@ -14,7 +14,7 @@ Run history goes only after its objects: effects, outbox, registry, attempts, th
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -24,6 +24,7 @@ from django.db.models import Q
 from effects.models import EffectDelivery, EffectIntent, EffectState
 from runs.authority.claims import require_current
 from runs.clock import authority_now
+from runs.counts import Counts
 from runs.models import (
     TERMINAL_STATES,
     Attempt,
@@ -44,22 +45,12 @@ MAX_BATCHES_PER_PASS = 20
 
 
 @dataclass
-class CleanupStats:
+class CleanupStats(Counts):
     objects_deleting: int = 0
     objects_deleted: int = 0
     objects_failed: int = 0
     runs_deleted: int = 0
     request_keys_deleted: int = 0
-
-    def add(self, other: "CleanupStats") -> None:
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def __str__(self):
-        return " ".join(f"{name}={value}" for name, value in asdict(self).items())
 
 
 def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHES_PER_PASS) -> CleanupStats:

@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 
+from django.core.management.base import BaseCommand
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
 from runs import authority
@@ -67,3 +68,35 @@ def run_forever(step, *, interval: float, stopper: Stopper, name: str) -> None:
             log.warning("%s: database error, reconnecting: %s", name, exc)
             connection.close()
         stopper.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+class LoopCommand(BaseCommand):
+    """A management command that calls ``step`` every ``interval`` seconds, or once.
+
+    Subclasses set ``name`` and ``default_interval`` and implement ``step(**options)``,
+    returning something printable for ``--once`` and falsy when there was nothing to do.
+    """
+
+    name = "loop"
+    default_interval = 1.0
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="one pass, then exit")
+        parser.add_argument("--interval", type=float, default=self.default_interval)
+
+    def step(self, **options):
+        raise NotImplementedError
+
+    def handle(self, *args, once, interval, **options):
+        log = logging.getLogger(f"scheduler.{self.name}")
+
+        def step():
+            result = self.step(**options)
+            if result:
+                log.info("%s: %s", self.name, result)
+            return result
+
+        if once:
+            self.stdout.write(f"{self.name}: {step()}")
+            return
+        run_forever(step, interval=interval, stopper=Stopper(), name=self.name)

@@ -50,13 +50,27 @@ def relay_pass(publish, *, batch_size: int = 500) -> tuple[int, int]:
     return len(published), len(failures)
 
 
-def republish_lost_hints() -> int:
-    """Backstop: a hint published long ago whose run is still queued was probably lost
-    (broker restart, purged queue); mark it unpublished so the relay sends it again."""
+def republish_lost_hints(queue_depth) -> int:
+    """Backstop for hints the broker lost (restart, purged queue): mark them unpublished so
+    the relay sends them again.
+
+    A hint published long ago whose run is still queued may only be waiting behind a burst,
+    so per resource class only the shortfall is republished: stale unclaimed hints minus the
+    messages ``queue_depth(resource_class)`` says the queue still holds. Any hint claims any
+    claimable run of its class, so which rows are republished does not matter.
+    """
     cutoff = authority_now() - timedelta(seconds=settings.RELAY_REPUBLISH_AFTER_SECONDS)
-    return Outbox.objects.filter(
+    stale = Outbox.objects.filter(
         kind=OutboxKind.DISPATCH,
         processed_at__isnull=True,
         published_at__lt=cutoff,
         run__state=RunState.QUEUED,
-    ).update(published_at=None)
+    )
+    republished = 0
+    for resource_class in stale.values_list("resource_class", flat=True).distinct():
+        rows = stale.filter(resource_class=resource_class)
+        missing = rows.count() - queue_depth(resource_class)
+        if missing > 0:
+            ids = list(rows.order_by("id").values_list("id", flat=True)[:missing])
+            republished += Outbox.objects.filter(id__in=ids, published_at__lt=cutoff).update(published_at=None)
+    return republished

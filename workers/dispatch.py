@@ -23,6 +23,14 @@ def publish_hint(row, producer=None) -> None:
     )
 
 
+def queue_depth(resource_class: str) -> int:
+    """Messages waiting in a resource class's Redis queue (hints not yet taken by a worker)."""
+    from scheduler_project.celery import app
+
+    with app.connection_for_read() as connection:
+        return connection.default_channel.client.llen(resource_class)
+
+
 def relay_all() -> int:
     """Relay until nothing is left, publishing each batch over one broker connection."""
     from scheduler_project.celery import app

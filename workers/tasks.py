@@ -27,9 +27,9 @@ def execute(run_id: str, resource_class: str) -> str:
 def relay() -> int:
     """Relay backstop: republish lost hints, then publish what is unpublished."""
     from runs.relay import republish_lost_hints
-    from workers.dispatch import relay_all
+    from workers.dispatch import queue_depth, relay_all
 
-    republish_lost_hints()
+    republish_lost_hints(queue_depth)
     return relay_all()
 
 

@@ -12,22 +12,17 @@ from runs.catch_up import plan_catch_up
 from runs import metrics
 from runs.bulk import bulk_insert, bulk_set
 from runs.clock import authority_now
+from runs.counts import Counts
 from runs.models import ACTIVE_STATES, Outbox, PendingReason, Run, RunState, SkipReason, Trigger, new_run_id
 from scheduler_project.failpoints import failpoint
 
 
 @dataclass
-class MaterializeStats:
+class MaterializeStats(Counts):
     schedules: int = 0
     queued: int = 0
     pending: int = 0
     skipped: int = 0
-
-    def add(self, other: "MaterializeStats") -> None:
-        self.schedules += other.schedules
-        self.queued += other.queued
-        self.pending += other.pending
-        self.skipped += other.skipped
 
 
 def materialize_due(*, batch_size: int | None = None, buckets=None) -> MaterializeStats:

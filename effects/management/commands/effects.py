@@ -1,48 +1,38 @@
 import json
-import logging
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from effects.delivery import RESOLUTIONS, effect_resolve, effects_pass
 from effects.models import EffectIntent
-from runs.loops import Stopper, run_forever
+from runs.loops import LoopCommand
 from scheduler_project.errors import DomainError
 
-log = logging.getLogger("scheduler.effects")
 
-
-class Command(BaseCommand):
+class Command(LoopCommand):
     help = (
         "Deliver committed effect intents (email, webhook); polls every second, --once does one pass. "
         "`effects list [--state uncertain]` shows intents; "
         "`effects resolve <action> --as sent|failed|retry` records an operator's decision."
     )
+    name = "effects"
 
     def add_arguments(self, parser):
+        super().add_arguments(parser)
         parser.add_argument("operation", nargs="?", choices=["run", "list", "resolve"], default="run")
         parser.add_argument("action", nargs="?", help="resolve: the intent's action, e.g. send-run_...")
-        parser.add_argument("--once", action="store_true")
-        parser.add_argument("--interval", type=float, default=1.0)
         parser.add_argument("--as", dest="resolution", choices=RESOLUTIONS)
         parser.add_argument("--note", default="")
         parser.add_argument("--state", help="list: only intents in this state")
 
-    def handle(self, *args, operation, action, once, interval, resolution, note, state, **options):
+    def handle(self, *args, operation, action, resolution, note, state, **options):
         if operation == "resolve":
             return self._resolve(action, resolution, note)
         if operation == "list":
             return self._list(state)
+        return super().handle(*args, **options)
 
-        def step():
-            stats = effects_pass()
-            if stats.deliveries or stats.recovered:
-                log.info("effects: %s", stats)
-            return stats
-
-        if once:
-            self.stdout.write(f"effects: {step()}")
-            return
-        run_forever(step, interval=interval, stopper=Stopper(), name="effects")
+    def step(self, **options):
+        return effects_pass()
 
     def _resolve(self, action, resolution, note):
         if not action or not resolution:

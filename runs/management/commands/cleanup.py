@@ -1,33 +1,19 @@
-import logging
-
-from django.core.management.base import BaseCommand
-
 from runs.lifecycle import cleanup_pass
-from runs.loops import Stopper, run_forever
-
-log = logging.getLogger("scheduler.cleanup")
+from runs.loops import LoopCommand
 
 
-class Command(BaseCommand):
+class Command(LoopCommand):
     help = (
         "Enforce retention in bounded batches: expired report objects and orphaned uploads, then "
         "run history past RUN_RETENTION_DAYS, then old idempotency keys "
         "(polls every 60 s; --once does one pass)."
     )
+    name = "cleanup"
+    default_interval = 60.0
 
     def add_arguments(self, parser):
-        parser.add_argument("--once", action="store_true")
-        parser.add_argument("--interval", type=float, default=60.0)
+        super().add_arguments(parser)
         parser.add_argument("--batch-size", type=int, default=None)
 
-    def handle(self, *args, once, interval, batch_size, **options):
-        def step():
-            stats = cleanup_pass(batch_size=batch_size)
-            if any(stats.as_dict().values()):
-                log.info("cleanup: %s", stats)
-            return stats
-
-        if once:
-            self.stdout.write(f"cleanup: {step()}")
-            return
-        run_forever(step, interval=interval, stopper=Stopper(), name="cleanup")
+    def step(self, *, batch_size, **options):
+        return cleanup_pass(batch_size=batch_size)

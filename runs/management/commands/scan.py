@@ -1,10 +1,4 @@
-import logging
-
-from django.core.management.base import BaseCommand
-
-from runs.loops import Stopper, run_forever, scan_pass
-
-log = logging.getLogger("scheduler.scan")
+from runs.loops import LoopCommand, scan_pass
 
 
 def parse_buckets(text: str | None):
@@ -18,28 +12,14 @@ def parse_buckets(text: str | None):
     return buckets
 
 
-class Command(BaseCommand):
+class Command(LoopCommand):
     help = "Materialize due occurrences (polls every second; --once does one pass)."
+    name = "scan"
 
     def add_arguments(self, parser):
-        parser.add_argument("--once", action="store_true")
-        parser.add_argument("--interval", type=float, default=1.0)
-        parser.add_argument("--buckets", help="due buckets to scan, e.g. 0-31 (default: all)")
+        super().add_arguments(parser)
+        parser.add_argument("--buckets", type=parse_buckets, help="due buckets to scan, e.g. 0-31 (default: all)")
         parser.add_argument("--batch-size", type=int, default=None)
 
-    def handle(self, *args, once, interval, buckets, batch_size, **options):
-        buckets = parse_buckets(buckets)
-
-        def step():
-            stats = scan_pass(buckets=buckets, batch_size=batch_size)
-            if stats.schedules:
-                log.info("materialized schedules=%d queued=%d pending=%d skipped=%d",
-                         stats.schedules, stats.queued, stats.pending, stats.skipped)
-            return stats
-
-        if once:
-            stats = step()
-            self.stdout.write(f"scan: schedules={stats.schedules} queued={stats.queued} "
-                              f"pending={stats.pending} skipped={stats.skipped}")
-            return
-        run_forever(step, interval=interval, stopper=Stopper(), name="scan")
+    def step(self, *, buckets, batch_size, **options):
+        return scan_pass(buckets=buckets, batch_size=batch_size)
