@@ -8,22 +8,27 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+_prepared: set[str] = set()
+
+
 def django_on(database: str):
+    """Point Django at ``database``: recreated and migrated on the first call of this process
+    (so its schema is always the current one), emptied on every later call."""
     os.environ.setdefault("DATABASE_URL", f"postgresql://postgres@127.0.0.1:5432/{database}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
-    import psycopg
+    if database not in _prepared:
+        import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
-        if not exists:
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{database}"')
-    import django
+        import django
+        from django.core.management import call_command
 
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+        django.setup()
+        call_command("migrate", verbosity=0)
+        _prepared.add(database)
     from django.db import connection
 
     with connection.cursor() as cursor:

@@ -134,7 +134,8 @@ class Run(models.Model):
             models.Index(
                 fields=["lease_expires_at"], name="run_lease_idx", condition=Q(state="running")
             ),
-            models.Index(fields=["tenant", "state"], name="run_tenant_state_idx"),
+            # Active-run limits count a tenant's running runs at every claim.
+            models.Index(fields=["tenant"], name="run_tenant_running_idx", condition=Q(state="running")),
             models.Index(fields=["finished_at"], name="run_finished_idx"),
         ]
 

@@ -93,6 +93,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # A process paused inside a transaction (GC stall, SIGSTOP, frozen VM) keeps its row
+    # locks, and no lease ends them: PostgreSQL ends such a session instead.
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c idle_in_transaction_session_timeout=%d" % (
+        env_int("DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 10) * 1000
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Time -------------------------------------------------------------------------------

@@ -120,7 +120,7 @@ def execute_claimed(run: Run, *, heartbeat_interval: float | None = None) -> Exe
     started = time.monotonic()
     heartbeat.start()
     try:
-        outcome, checksum, error = _execute(ctx, payload.get("jobType") or run.job_type)
+        outcome, checksum, error = _execute(ctx, payload.get("jobType") or run.job_type, heartbeat)
     finally:
         heartbeat.stop()
     result = ExecutionOutcome(run.id, attempt.id, fence, outcome, checksum, error, time.monotonic() - started)
@@ -132,7 +132,7 @@ def execute_claimed(run: Run, *, heartbeat_interval: float | None = None) -> Exe
     return result
 
 
-def _execute(ctx: JobContext, job_type: str) -> tuple[str, str | None, str]:
+def _execute(ctx: JobContext, job_type: str, heartbeat: _Heartbeat) -> tuple[str, str | None, str]:
     """(outcome, checksum, error) for one attempt; every path ends in one authority answer."""
     control = ctx.control
     ids = dict(run_id=ctx.run_id, attempt_id=ctx.attempt_id, fence=ctx.fence)
@@ -141,14 +141,14 @@ def _execute(ctx: JobContext, job_type: str) -> tuple[str, str | None, str]:
     except JobLost as exc:
         return "lost", None, str(exc)
     except JobCanceled:
-        return _finish(ids, control, outcome="canceled")
+        return _finish(ids, control, heartbeat, outcome="canceled")
     except JobTimedOut as exc:
         # The attempt is over, but a later attempt may finish in time; max_attempts bounds retries.
-        return _finish(ids, control, outcome="failed", retryable=True, error=str(exc))
+        return _finish(ids, control, heartbeat, outcome="failed", retryable=True, error=str(exc))
     except TransientJobError as exc:
-        return _finish(ids, control, outcome="failed", retryable=True, error=_describe(exc))
+        return _finish(ids, control, heartbeat, outcome="failed", retryable=True, error=_describe(exc))
     except Exception as exc:  # PermanentJobError, and any bug in the job itself
-        return _finish(ids, control, outcome="failed", retryable=False, error=_describe(exc))
+        return _finish(ids, control, heartbeat, outcome="failed", retryable=False, error=_describe(exc))
 
     if control.lost.is_set():
         return "lost", None, control.lost_reason  # uploading could never become canonical
@@ -158,16 +158,19 @@ def _execute(ctx: JobContext, job_type: str) -> tuple[str, str | None, str]:
         return "stale", None, str(exc)
     except Exception as exc:
         # Upload trouble is infrastructure, not the job: another attempt may succeed.
-        return _finish(ids, control, outcome="failed", retryable=True, error=f"staging failed: {_describe(exc)}")
+        return _finish(ids, control, heartbeat, outcome="failed", retryable=True, error=f"staging failed: {_describe(exc)}")
     failpoint("after_upload_before_complete")
-    return _finish(ids, control, outcome="succeeded", object_key=stored.key,
+    return _finish(ids, control, heartbeat, outcome="succeeded", object_key=stored.key,
                    version_id=stored.version_id, checksum=stored.checksum)
 
 
-def _finish(ids: dict, control: JobControl, **completion) -> tuple[str, str | None, str]:
+def _finish(ids: dict, control: JobControl, heartbeat: _Heartbeat, **completion) -> tuple[str, str | None, str]:
     """Complete the attempt; a lost reply is repeated, and the authority answers a repeat
     with the saved run."""
     error = completion.get("error", "")
+    # A beat racing the completion would be refused once the run is terminal and counted
+    # as a stale-fence rejection; the last beat left at least two thirds of the lease.
+    heartbeat.stop()
     if control.lost.is_set():
         return "lost", None, control.lost_reason
     try:

@@ -25,6 +25,13 @@ class MaterializeStats(Counts):
     skipped: int = 0
 
 
+# What materialization reads of a schedule; params and effects come from the revision row.
+MATERIALIZE_FIELDS = (
+    "id", "tenant_id", "job_type_id", "recurrence", "revision", "misfire_policy", "misfire_grace_seconds",
+    "overlap_policy", "next_run_at", "active_run_id", "resume_from",
+)
+
+
 def materialize_due(*, batch_size: int | None = None, buckets=None) -> MaterializeStats:
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run."""
@@ -35,7 +42,9 @@ def materialize_due(*, batch_size: int | None = None, buckets=None) -> Materiali
         )
         if buckets is not None:
             due = due.filter(bucket__in=list(buckets))
-        schedules = list(due.select_for_update(skip_locked=True).order_by("next_run_at")[:batch_size])
+        schedules = list(
+            due.select_for_update(skip_locked=True).order_by("next_run_at").only(*MATERIALIZE_FIELDS)[:batch_size]
+        )
         if not schedules:
             return MaterializeStats()
         now = authority_now()
@@ -58,8 +67,10 @@ def _materialize(schedules: list[Schedule], now, *, from_pause=False) -> Materia
 
     runs: list[dict] = []
     outbox: list[dict] = []
+    rules: dict[tuple, recurrence.Rule] = {}  # a wave shares few distinct rules
     for schedule in schedules:
-        rule = recurrence.parse_rule(schedule.recurrence)
+        key = tuple(sorted(schedule.recurrence.items()))
+        rule = rules.get(key) or rules.setdefault(key, recurrence.parse_rule(schedule.recurrence))
         first_due = schedule.resume_from if from_pause else schedule.next_run_at
         if first_due is None:
             continue

@@ -1,5 +1,6 @@
 """`make run`: the whole service in one command, each part a supervised child process."""
 
+import ctypes
 import os
 import shutil
 import signal
@@ -12,6 +13,14 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 RESTART_BACKOFF_MAX = 30.0
+
+
+def _die_with_parent():
+    """Linux: the child gets SIGTERM if this supervisor dies, so nothing is left running."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def service_commands(*, host: str, port: int, redis: bool) -> dict[str, list[str]]:
@@ -63,7 +72,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         for name, command in commands.items():
-            children[name] = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR)
+            children[name] = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
         self.stdout.write(f"serving on http://{host}:{port}/ with {', '.join(commands)}; Ctrl-C stops")
         while not stopping:
             time.sleep(0.5)
@@ -72,7 +81,7 @@ class Command(BaseCommand):
                     self.stderr.write(f"{name} exited with {child.returncode}; restarting in {backoff[name]:.0f}s")
                     time.sleep(backoff[name])
                     backoff[name] = min(RESTART_BACKOFF_MAX, backoff[name] * 2)
-                    children[name] = subprocess.Popen(commands[name], env=env, cwd=settings.BASE_DIR)
+                    children[name] = subprocess.Popen(commands[name], env=env, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
         for child in children.values():
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
