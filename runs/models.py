@@ -52,8 +52,12 @@ class Run(models.Model):
     """One intended run of a schedule: the occurrence."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_run_id, editable=False)
-    schedule = models.ForeignKey("schedules.Schedule", on_delete=models.PROTECT, related_name="runs")
-    tenant = models.ForeignKey("schedules.Tenant", on_delete=models.PROTECT, related_name="runs")
+    # No single-column FK indexes: run_history_idx leads with schedule, and tenant lookups
+    # go through the partial claim/running indexes. Fewer indexes, faster 09:00 waves.
+    schedule = models.ForeignKey(
+        "schedules.Schedule", on_delete=models.PROTECT, related_name="runs", db_index=False
+    )
+    tenant = models.ForeignKey("schedules.Tenant", on_delete=models.PROTECT, related_name="runs", db_index=False)
     trigger = models.CharField(max_length=8, choices=Trigger.choices, default=Trigger.SCHEDULE)
     revision = models.PositiveIntegerField()
     # Snapshot of the revision's payload: every attempt executes exactly this.

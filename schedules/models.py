@@ -124,9 +124,10 @@ class ApiToken(models.Model):
 
 class Schedule(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_schedule_id, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="schedules")
+    # schedule_tenant_idx serves tenant look-ups; job types are few and never deleted in bulk.
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="schedules", db_index=False)
     name = models.CharField(max_length=200)
-    job_type = models.ForeignKey(JobType, on_delete=models.PROTECT, related_name="schedules")
+    job_type = models.ForeignKey(JobType, on_delete=models.PROTECT, related_name="schedules", db_index=False)
     recurrence = models.JSONField()
     params = models.JSONField(default=dict)
     revision = models.PositiveIntegerField(default=1)
