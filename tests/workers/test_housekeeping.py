@@ -1,0 +1,51 @@
+"""Housekeeping through django-celery-beat, and the metrics endpoint."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django_celery_beat.models import PeriodicTask
+
+from runs import authority
+from runs.clock import authority_now
+from runs.models import Run, RunState
+from schedules.models import Schedule
+from schedules.services import schedule_create
+from workers import tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def test_install_housekeeping__registers_each_task_once_on_the_housekeeping_queue():
+    call_command("install_housekeeping")
+    call_command("install_housekeeping")  # idempotent: deploys run it every time
+    registered = {t.task: t for t in PeriodicTask.objects.filter(task__startswith="scheduler.")}
+    assert set(registered) >= {"scheduler.relay", "scheduler.sweep", "scheduler.effects", "scheduler.cleanup"}
+    assert PeriodicTask.objects.filter(task__startswith="scheduler.").count() == len(registered)
+    assert all(t.queue == "housekeeping" and t.enabled and t.interval for t in registered.values())
+
+
+def test_housekeeping_tasks__sweep_and_scan_do_the_authority_work(tenant):
+    schedule, _ = schedule_create(tenant=tenant, body={
+        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "* * * * *"}})
+    Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
+    assert tasks.scan.apply().get() == 1
+    run = authority.claim(worker_label="w")
+    Run.objects.filter(id=run.id).update(lease_expires_at=authority_now() - timedelta(seconds=1))
+    assert tasks.sweep.apply().get() == 1
+    assert Run.objects.get(id=run.id).state == RunState.QUEUED
+
+
+def test_metrics__exposes_lateness_histograms_and_backlog_gauges(tenant):
+    schedule, _ = schedule_create(tenant=tenant, body={
+        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "* * * * *"}})
+    authority.run_once(tenant=tenant, schedule_id=schedule.id, body={})
+    authority.run_once(tenant=tenant, schedule_id=schedule.id, body={})
+    authority.claim(worker_label="w")
+    text = Client().get("/metrics").content.decode()
+    assert "scheduler_due_to_start_seconds_bucket" in text
+    assert "scheduler_queue_delay_seconds_bucket" in text
+    assert 'scheduler_runs{resource_class="short",state="queued"} 1.0' in text
+    assert 'scheduler_runs{resource_class="short",state="running"} 1.0' in text
+    assert 'scheduler_oldest_admitted_due_seconds{resource_class="short"}' in text
