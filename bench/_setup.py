@@ -39,6 +39,30 @@ def django_on(database: str):
         )
 
 
+def clone_schedule(template, copies: int, next_run_at) -> None:
+    """``copies`` more schedules like ``template`` (same rule, params, revision payload), all
+    due at ``next_run_at`` with the template itself: a wave built in seconds, not via the API."""
+    from schedules.models import Schedule, ScheduleRevision
+    from schedules.services import due_bucket
+
+    payload = ScheduleRevision.objects.get(schedule=template, revision=template.revision).payload
+    for start in range(0, copies, 5000):
+        schedules = []
+        for _ in range(min(5000, copies - start)):
+            schedule = Schedule(
+                tenant_id=template.tenant_id, job_type_id=template.job_type_id, name=template.name,
+                recurrence=template.recurrence, params=template.params,
+                overlap_policy=template.overlap_policy, next_run_at=next_run_at,
+            )
+            schedule.bucket = due_bucket(schedule.id)
+            schedules.append(schedule)
+        Schedule.objects.bulk_create(schedules)
+        ScheduleRevision.objects.bulk_create(
+            [ScheduleRevision(schedule=s, revision=1, payload=payload) for s in schedules]
+        )
+    Schedule.objects.filter(id=template.id).update(next_run_at=next_run_at)
+
+
 def median(values):
     ordered = sorted(values)
     mid = len(ordered) // 2

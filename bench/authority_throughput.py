@@ -9,16 +9,12 @@ per second (claim_many n=10) and claim+complete jobs per second on one connectio
 
 import argparse
 import time
-import zlib
 from datetime import timedelta
 
-from _setup import django_on, median
+from _setup import clone_schedule, django_on, median
 
 
 def make_wave(tenant, n):
-    from django.conf import settings
-
-    from schedules.models import Schedule, ScheduleRevision
     from schedules.services import schedule_create
     from runs.clock import authority_now
 
@@ -27,19 +23,7 @@ def make_wave(tenant, n):
         body={"name": "wave", "jobType": "demo.sleep", "params": {"seconds": 0},
               "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"},
     )
-    payload = ScheduleRevision.objects.get(schedule=template).payload
-    due = authority_now() - timedelta(seconds=1)
-    schedules = []
-    for _ in range(n - 1):
-        s = Schedule(tenant=tenant, job_type_id="demo.sleep", name="wave", recurrence=template.recurrence,
-                     params=template.params, overlap_policy="allow", next_run_at=due)
-        s.bucket = zlib.crc32(s.id.encode()) % settings.DUE_BUCKETS
-        schedules.append(s)
-    Schedule.objects.bulk_create(schedules, batch_size=5000)
-    ScheduleRevision.objects.bulk_create(
-        [ScheduleRevision(schedule=s, revision=1, payload=payload) for s in schedules], batch_size=5000
-    )
-    Schedule.objects.filter(id=template.id).update(next_run_at=due)
+    clone_schedule(template, n - 1, authority_now() - timedelta(seconds=1))
 
 
 def _scan_in_child(_):

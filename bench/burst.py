@@ -16,14 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import median, percentile  # noqa: E402
+from _setup import clone_schedule, median, percentile  # noqa: E402
 
 
 def configure(mode, var_dir):
@@ -51,9 +50,6 @@ def configure(mode, var_dir):
 
 
 def create_burst(n, due):
-    from django.conf import settings
-
-    from schedules.models import Schedule, ScheduleRevision
     from schedules.services import schedule_create
     from schedules.tenants import tenant_create
 
@@ -61,17 +57,7 @@ def create_burst(n, due):
     template, _ = schedule_create(tenant=tenant, body={
         "name": "burst", "jobType": "demo.sleep", "params": {"seconds": 0},
         "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"})
-    payload = ScheduleRevision.objects.get(schedule=template).payload
-    schedules = []
-    for _ in range(n - 1):
-        s = Schedule(tenant=tenant, job_type_id="demo.sleep", name="burst", recurrence=template.recurrence,
-                     params=template.params, overlap_policy="allow", next_run_at=due)
-        s.bucket = zlib.crc32(s.id.encode()) % settings.DUE_BUCKETS
-        schedules.append(s)
-    Schedule.objects.bulk_create(schedules, batch_size=2000)
-    ScheduleRevision.objects.bulk_create(
-        [ScheduleRevision(schedule=s, revision=1, payload=payload) for s in schedules], batch_size=2000)
-    Schedule.objects.filter(id=template.id).update(next_run_at=due)
+    clone_schedule(template, n - 1, due)
     return tenant
 
 

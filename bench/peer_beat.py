@@ -44,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import median, percentile  # noqa: E402
+from _setup import clone_schedule, median, percentile  # noqa: E402
 
 DATABASE = "scheduler_peer"
 DATABASE_URL = f"postgresql://postgres@127.0.0.1:5432/{DATABASE}"
@@ -115,11 +115,6 @@ def create_beat_tasks(n: int, due: datetime) -> None:
 
 
 def create_our_schedules(n: int, due: datetime) -> None:
-    import zlib
-
-    from django.conf import settings
-
-    from schedules.models import Schedule, ScheduleRevision
     from schedules.services import schedule_create
     from schedules.tenants import tenant_create
 
@@ -130,17 +125,7 @@ def create_our_schedules(n: int, due: datetime) -> None:
         "overlapPolicy": "allow"})
     template.refresh_from_db()
     assert template.next_run_at == due, (template.next_run_at, due)
-    payload = ScheduleRevision.objects.get(schedule=template).payload
-    for start in range(0, n - 1, 5000):
-        schedules = []
-        for _ in range(min(5000, n - 1 - start)):
-            s = Schedule(tenant=tenant, job_type_id="demo.sleep", name="peer", recurrence=template.recurrence,
-                         params=template.params, overlap_policy="allow", next_run_at=due)
-            s.bucket = zlib.crc32(s.id.encode()) % settings.DUE_BUCKETS
-            schedules.append(s)
-        Schedule.objects.bulk_create(schedules)
-        ScheduleRevision.objects.bulk_create(
-            [ScheduleRevision(schedule=s, revision=1, payload=payload) for s in schedules])
+    clone_schedule(template, n - 1, due)
 
 
 # --- measurement -------------------------------------------------------------------------

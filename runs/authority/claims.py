@@ -165,14 +165,14 @@ def heartbeat(*, run_id: str, attempt_id: str, fence: int) -> Run:
         if run is None:
             raise NotFound("no such run")
         now = authority_now()
-        attempt = _current_attempt(run, attempt_id, fence, now)
+        attempt = current_attempt(run, attempt_id, fence, now)
         run.lease_expires_at = attempt.lease_expires_at = lease_until(now, attempt.lease_seconds)
         run.save(update_fields=["lease_expires_at"])
         attempt.save(update_fields=["lease_expires_at"])
         return run
 
 
-def _current_attempt(run: Run, attempt_id: str, fence: int, now) -> Attempt:
+def current_attempt(run: Run, attempt_id: str, fence: int, now) -> Attempt:
     """The attempt if it owns the run at authority time ``now``; StaleFence otherwise."""
     attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
     if attempt is None:

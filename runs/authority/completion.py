@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.db import transaction
 
 from effects.models import EffectIntent, EffectKind
-from runs.authority.claims import _current_attempt, require_current
+from runs.authority.claims import current_attempt, require_current
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics
@@ -48,7 +48,7 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
         if run is None:
             raise NotFound("no such run")
         now = authority_now()
-        _current_attempt(run, attempt_id, fence, now)
+        current_attempt(run, attempt_id, fence, now)
         existing = StoredObject.objects.filter(key=key).first()
         if existing is None:
             existing = StoredObject.objects.create(
