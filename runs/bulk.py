@@ -1,5 +1,7 @@
 """Set-based writes for the hot paths (materialize, claim): one statement per batch."""
 
+import json
+
 from django.db import connection
 from django.utils import timezone
 
@@ -7,8 +9,11 @@ from django.utils import timezone
 def bulk_set(objs, fields: list[str]) -> None:
     """Write ``fields`` of already-loaded model instances back, keyed by primary key.
 
-    On PostgreSQL this is one ``UPDATE ... FROM (VALUES ...)``; Django's bulk_update builds
-    a CASE expression per field and row, which costs more CPU than the write itself.
+    On PostgreSQL this is one ``UPDATE ... FROM unnest(array, ...)``: one parameter per
+    column, however many rows. Django's bulk_update builds a CASE expression per field and
+    row, and a VALUES list binds a parameter per cell; both cost more than the write itself.
+    The extra ``pk = ANY(...)`` lets the planner find the rows by index; joined only to the
+    unnest it prefers to hash the whole table, a scan per batch.
     """
     if not objs:
         return
@@ -17,29 +22,25 @@ def bulk_set(objs, fields: list[str]) -> None:
         model.objects.bulk_update(objs, fields)
         return
     meta = model._meta
-    pk = meta.pk
-    columns = [meta.get_field(name) for name in fields]
-    placeholders = "(%s, " + ", ".join(f"%s::{f.db_type(connection)}" for f in columns) + ")"
-    params = []
-    for obj in objs:
-        params.append(pk.get_db_prep_value(obj.pk, connection))
-        params.extend(f.get_db_prep_save(getattr(obj, f.attname), connection) for f in columns)
-    assignments = ", ".join(f'"{f.column}" = v."{f.column}"' for f in columns)
+    columns = [meta.pk] + [meta.get_field(name) for name in fields]
+    arrays = [[f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs] for f in columns]
+    unnest = ", ".join(f"%s::{f.db_type(connection)}[]" for f in columns)
     names = ", ".join(f'"{f.column}"' for f in columns)
+    assignments = ", ".join(f'"{f.column}" = v."{f.column}"' for f in columns[1:])
     sql = (
-        f'UPDATE "{meta.db_table}" AS t SET {assignments} '
-        f'FROM (VALUES {", ".join([placeholders] * len(objs))}) AS v("{pk.column}", {names}) '
-        f'WHERE t."{pk.column}" = v."{pk.column}"'
+        f'UPDATE "{meta.db_table}" AS t SET {assignments} FROM unnest({unnest}) AS v({names}) '
+        f'WHERE t."{meta.pk.column}" = v."{meta.pk.column}" AND t."{meta.pk.column}" = ANY(%s)'
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, [*arrays, arrays[0]])
 
 
 def bulk_insert(model, rows: list[dict]) -> None:
     """Insert new rows given as ``{attname: value}`` dicts; model defaults fill the rest.
 
     On PostgreSQL this streams them with COPY, skipping model instantiation entirely: the
-    09:00 wave writes tens of thousands of occurrences and outbox rows per second.
+    09:00 wave writes tens of thousands of occurrences and outbox rows per second. Rows of a
+    wave share their payload objects; each distinct object is encoded once.
     """
     if not rows:
         return
@@ -47,7 +48,6 @@ def bulk_insert(model, rows: list[dict]) -> None:
     if connection.vendor != "postgresql":
         model.objects.bulk_create([model(**row) for row in rows], batch_size=1000)
         return
-    from psycopg.types.json import Jsonb
 
     fields = [f for f in meta.concrete_fields if not (f.primary_key and f.get_internal_type() == "BigAutoField")]
     now = timezone.now()
@@ -60,9 +60,18 @@ def bulk_insert(model, rows: list[dict]) -> None:
         else:
             fixed[f.attname] = f.get_default()
     json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    encoded: dict[int, tuple] = {}  # id() of a JSON value -> (the value, kept alive; its text)
+
+    def as_json(value):
+        known = encoded.get(id(value))
+        if known is None:
+            known = encoded[id(value)] = (value, json.dumps(value))
+        return known[1]
+
     columns = ", ".join(f'"{f.column}"' for f in fields)
     # Raw COPY bypasses Django's error translation: keep IntegrityError and friends Django's.
     with connection.cursor() as wrapper, connection.wrap_database_errors:
+        # Text COPY: the server parses every value, JSON text included, by its column type.
         with wrapper.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
             for row in rows:
                 values = []
@@ -74,5 +83,5 @@ def bulk_insert(model, rows: list[dict]) -> None:
                         value = per_row[name]()
                     else:
                         value = fixed[name]
-                    values.append(Jsonb(value) if name in json_fields and value is not None else value)
+                    values.append(as_json(value) if name in json_fields and value is not None else value)
                 copy.write_row(values)

@@ -140,7 +140,8 @@ class Run(models.Model):
             ),
             # Active-run limits count a tenant's running runs at every claim.
             models.Index(fields=["tenant"], name="run_tenant_running_idx", condition=Q(state="running")),
-            models.Index(fields=["finished_at"], name="run_finished_idx"),
+            # Retention reads finished runs only; unfinished ones stay out of the index.
+            models.Index(fields=["finished_at"], name="run_finished_idx", condition=Q(finished_at__isnull=False)),
         ]
 
     def __str__(self):

@@ -176,7 +176,7 @@ CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
 
 # --- Scheduling -------------------------------------------------------------------------
 DUE_BUCKETS = 64
-SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 500)
+SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 1000)
 # Failpoints for fault-injection tests; comma-separated names, empty in production.
 FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)
 

@@ -150,12 +150,16 @@ class Schedule(models.Model):
     next_run_at = models.DateTimeField(null=True, blank=True)
     # Stable group of schedules scanned together (hash of the id).
     bucket = models.PositiveSmallIntegerField(default=0)
-    # Active-run guard: the occurrence that currently holds permission to run.
-    active_run = models.OneToOneField(
-        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    # Active-run guard: the occurrence that currently holds permission to run. Indexed only
+    # where set (schedule_active_run_unique): most schedules hold nothing, and every
+    # materialization rewrites the row.
+    active_run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     deleted_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Last change by a client (edit, pause, resume, delete); the scheduler's own bookkeeping
+    # (next_run_at advancing, the guard moving) leaves it alone.
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -175,6 +179,9 @@ class Schedule(models.Model):
             models.CheckConstraint(
                 condition=Q(paused=False) | Q(next_run_at__isnull=True),
                 name="schedule_paused_not_due",
+            ),
+            models.UniqueConstraint(
+                fields=["active_run"], condition=Q(active_run__isnull=False), name="schedule_active_run_unique"
             ),
         ]
 

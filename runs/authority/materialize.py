@@ -1,14 +1,18 @@
 """Materialization: due instants become occurrences, in the transaction that advances the rule."""
 
+import json
+import random
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from schedules import recurrence
 from schedules.models import JobType, OverlapPolicy, Schedule, ScheduleRevision
 from runs.authority.transitions import dispatch_row
-from runs.catch_up import plan_catch_up
+from runs.catch_up import CatchUpPlan, plan_catch_up
 from runs import metrics
 from runs.bulk import bulk_insert, bulk_set
 from runs.clock import authority_now
@@ -37,14 +41,7 @@ def materialize_due(*, batch_size: int | None = None, buckets=None) -> Materiali
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
     with transaction.atomic():
-        due = Schedule.objects.filter(
-            next_run_at__isnull=False, next_run_at__lte=authority_now(), paused=False, deleted_at__isnull=True
-        )
-        if buckets is not None:
-            due = due.filter(bucket__in=list(buckets))
-        schedules = list(
-            due.select_for_update(skip_locked=True).order_by("next_run_at").only(*MATERIALIZE_FIELDS)[:batch_size]
-        )
+        schedules = _lock_due(authority_now(), batch_size, buckets)
         if not schedules:
             return MaterializeStats()
         now = authority_now()
@@ -52,6 +49,31 @@ def materialize_due(*, batch_size: int | None = None, buckets=None) -> Materiali
     metrics.MATERIALIZED.inc(stats.queued + stats.pending)
     failpoint("after_materialize_commit")
     return stats
+
+
+def _lock_due(now, batch_size: int, buckets) -> list[Schedule]:
+    """Lock up to ``batch_size`` schedules due at ``now`` in ``buckets`` (default: all).
+
+    The due index is (bucket, next_run_at, id). On PostgreSQL a LATERAL join reads each
+    bucket in index order under its own LIMIT, so a batch costs what it returns, never a
+    sort of everything due. Buckets are visited from a random offset: concurrent scanners
+    start apart instead of skipping each other's locked rows.
+    """
+    buckets = list(range(settings.DUE_BUCKETS) if buckets is None else buckets)
+    start = random.randrange(len(buckets)) if buckets else 0
+    buckets = buckets[start:] + buckets[:start]
+    if connection.vendor != "postgresql":
+        due = Schedule.objects.filter(next_run_at__lte=now, bucket__in=buckets, paused=False, deleted_at__isnull=True)
+        return list(due.order_by("next_run_at").only(*MATERIALIZE_FIELDS)[:batch_size])
+    columns = ", ".join(f'due."{Schedule._meta.get_field(name).column}"' for name in MATERIALIZE_FIELDS)
+    sql = (
+        f"SELECT {columns} FROM unnest(%s::smallint[]) AS b(bucket) CROSS JOIN LATERAL ("
+        f"  SELECT * FROM {Schedule._meta.db_table} AS s"
+        f"  WHERE s.bucket = b.bucket AND s.next_run_at <= %s AND NOT s.paused AND s.deleted_at IS NULL"
+        f"  ORDER BY s.next_run_at, s.id LIMIT %s FOR UPDATE SKIP LOCKED"
+        f") AS due LIMIT %s"
+    )
+    return list(Schedule.objects.raw(sql, [buckets, now, batch_size, batch_size]))
 
 
 def catch_up_on_resume(schedule: Schedule, now) -> MaterializeStats:
@@ -62,27 +84,30 @@ def catch_up_on_resume(schedule: Schedule, now) -> MaterializeStats:
 def _materialize(schedules: list[Schedule], now, *, from_pause=False) -> MaterializeStats:
     stats = MaterializeStats(schedules=len(schedules))
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
-    revisions = _current_payloads(schedules)
+    payloads = _current_payloads(schedules, job_types)
     waiting = _waiting_counts(schedules)
 
     runs: list[dict] = []
     outbox: list[dict] = []
-    rules: dict[tuple, recurrence.Rule] = {}  # a wave shares few distinct rules
+    # A wave shares few distinct rules and due instants: parse and plan each once.
+    rules: dict[str, recurrence.Rule] = {}
+    plans: dict[tuple, CatchUpPlan] = {}
     for schedule in schedules:
-        key = tuple(sorted(schedule.recurrence.items()))
-        rule = rules.get(key) or rules.setdefault(key, recurrence.parse_rule(schedule.recurrence))
         first_due = schedule.resume_from if from_pause else schedule.next_run_at
         if first_due is None:
             continue
-        plan = plan_catch_up(
+        rule_key = json.dumps(schedule.recurrence, sort_keys=True)
+        rule = rules.get(rule_key) or rules.setdefault(rule_key, recurrence.parse_rule(schedule.recurrence))
+        plan_key = (rule_key, first_due, schedule.misfire_policy, schedule.misfire_grace_seconds)
+        plan = plans.get(plan_key) or plans.setdefault(plan_key, plan_catch_up(
             rule,
             first_due,
             now,
             policy=schedule.misfire_policy,
             grace_seconds=schedule.misfire_grace_seconds,
             all_missed=from_pause,
-        )
-        payload = run_payload(revisions[schedule.id], job_types[schedule.job_type_id])
+        ))
+        payload = payloads[schedule.id]
         base = {
             "schedule_id": schedule.id,
             "tenant_id": schedule.tenant_id,
@@ -101,10 +126,10 @@ def _materialize(schedules: list[Schedule], now, *, from_pause=False) -> Materia
                              skipped_count=span.count, skipped_through=span.last))
             stats.skipped += span.count
             metrics.SKIPPED.labels("misfire").inc(span.count)
-        for instant in plan.skipped:
-            runs.append(dict(skipped, id=new_run_id(), scheduled_at=instant, due_at=instant))
-        stats.skipped += len(plan.skipped)
-        metrics.SKIPPED.labels("misfire").inc(len(plan.skipped))
+        if plan.skipped:
+            runs.extend(dict(skipped, id=new_run_id(), scheduled_at=at, due_at=at) for at in plan.skipped)
+            stats.skipped += len(plan.skipped)
+            metrics.SKIPPED.labels("misfire").inc(len(plan.skipped))
 
         holder = schedule.active_run_id is not None
         policy = schedule.overlap_policy
@@ -129,21 +154,33 @@ def _materialize(schedules: list[Schedule], now, *, from_pause=False) -> Materia
         schedule.next_run_at = plan.next_run_at
         if rule.kind == "after_completion" and plan.run:
             schedule.next_run_at = None  # the next one is due when this one ends
-        schedule.updated_at = now
 
     bulk_insert(Run, runs)
     bulk_insert(Outbox, outbox)
     if not from_pause:
-        bulk_set(schedules, ["next_run_at", "updated_at"])
+        bulk_set(schedules, ["next_run_at"])
     return stats
 
 
-def _current_payloads(schedules: list[Schedule]) -> dict[str, dict]:
-    wanted = {(s.id, s.revision) for s in schedules}
-    rows = ScheduleRevision.objects.filter(schedule_id__in=[s.id for s in schedules]).values_list(
-        "schedule_id", "revision", "payload"
+def _current_payloads(schedules: list[Schedule], job_types: dict[str, JobType]) -> dict[str, dict]:
+    """Each schedule's run payload for its current revision. Schedules of a wave share their
+    payload text: each distinct one is decoded and built once, and the result shared."""
+    current = {s.id: (s.revision, s.job_type_id) for s in schedules}
+    rows = (
+        ScheduleRevision.objects.filter(schedule_id__in=current, revision__in={rev for rev, _ in current.values()})
+        .annotate(text=Cast("payload", TextField()))
+        .values_list("schedule_id", "revision", "text")
     )
-    return {sid: payload for sid, rev, payload in rows if (sid, rev) in wanted}
+    built: dict[tuple, dict] = {}
+    payloads = {}
+    for schedule_id, revision, text in rows:
+        wanted, job_type = current[schedule_id]
+        if revision == wanted:
+            key = (job_type, text)
+            if key not in built:
+                built[key] = run_payload(json.loads(text), job_types[job_type])
+            payloads[schedule_id] = built[key]
+    return payloads
 
 
 def _waiting_counts(schedules: list[Schedule]) -> dict[str, int]:

@@ -66,7 +66,7 @@ def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = ""
     ):
         rule = recurrence.parse_rule(schedule.recurrence)
         schedule.next_run_at = recurrence.next_after(rule, now)
-    schedule.save(update_fields=["active_run", "next_run_at", "updated_at"])
+    schedule.save(update_fields=["active_run", "next_run_at"])
     return outbox
 
 
