@@ -135,6 +135,13 @@ class Run(models.Model):
                 condition=Q(state="queued"),
             ),
             models.Index(fields=["due_at"], name="run_pending_idx", condition=Q(state="pending")),
+            # A schedule's unfinished runs (overlap waiters, the guard's queue) without reading
+            # its history: a minutely schedule keeps tens of thousands of finished runs.
+            models.Index(
+                fields=["schedule", "scheduled_at", "id"],
+                name="run_active_idx",
+                condition=Q(state__in=["pending", "queued", "running"]),
+            ),
             models.Index(
                 fields=["lease_expires_at"], name="run_lease_idx", condition=Q(state="running")
             ),

@@ -1,5 +1,5 @@
-"""The scanner's view of the due index (bucket, next_run_at, id): bucket filters, batch
-bounds, most-overdue first, and a batch that never reads the whole schedule table."""
+"""What a scan reads: the due index (bucket, next_run_at, id) with bucket filters, batch
+bounds and most-overdue first; never the whole schedule table, never a schedule's history."""
 
 from datetime import timedelta
 
@@ -8,7 +8,7 @@ from django.db import connection
 
 from runs import authority
 from runs.clock import authority_now
-from runs.models import Run
+from runs.models import Run, RunState
 from schedules.models import Schedule
 from schedules.services import due_bucket
 from tests.concurrency.harness import create_schedule, make_due
@@ -87,3 +87,33 @@ def test_materialize__small_batch_of_a_large_table__reads_indexes_not_the_table(
     assert materialized(due) == {s.id for s in due}
     assert seq_after == seq_before
     assert idx_after > idx_before
+
+
+def test_materialize_and_complete__long_history__do_not_read_it(tenant):
+    """A minutely schedule keeps tens of thousands of finished runs: the overlap guard's
+    bookkeeping reads only the unfinished ones."""
+    schedule = create_schedule(tenant)  # buffer_one: materialize counts the guard's waiters
+    history = authority_now() - timedelta(days=10)
+    Run.objects.bulk_create(
+        Run(schedule=schedule, tenant=tenant, revision=1, job_type="demo.sleep", resource_class="short",
+            state=RunState.FAILED, scheduled_at=history + timedelta(minutes=i), due_at=history, created_at=history,
+            finished_at=history)
+        for i in range(3000)
+    )
+    make_due(schedule)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_run")
+
+    def rows_fetched():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT idx_tup_fetch + seq_tup_read FROM pg_stat_xact_user_tables WHERE relname = 'runs_run'"
+            )
+            return cursor.fetchone()[0]
+
+    before = rows_fetched()
+    assert authority.materialize_due().queued == 1
+    run = authority.claim(worker_label="w")
+    authority.complete(run_id=run.id, attempt_id=run.current_attempt.id, fence=run.fence, outcome="failed",
+                       error="boom")
+    assert rows_fetched() - before < 100

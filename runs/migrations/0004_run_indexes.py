@@ -19,4 +19,12 @@ class Migration(migrations.Migration):
             model_name='run',
             index=models.Index(condition=models.Q(('finished_at__isnull', False)), fields=['finished_at'], name='run_finished_idx'),
         ),
+        migrations.AddIndex(
+            model_name='run',
+            index=models.Index(
+                condition=models.Q(('state__in', ['pending', 'queued', 'running'])),
+                fields=['schedule', 'scheduled_at', 'id'],
+                name='run_active_idx',
+            ),
+        ),
     ]
