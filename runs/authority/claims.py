@@ -1,8 +1,10 @@
 """Ownership: claim (allocates the fence), heartbeat (extends the lease), sweep (expires it)."""
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, OuterRef, Subquery
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Now
 
 from schedules.models import OverlapPolicy, Schedule, Tenant
 from runs.authority.transitions import clamp_lease, dispatch_intent, finish_run, lease_until
@@ -45,8 +47,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     classes = list(resource_classes or settings.RESOURCE_CLASSES)
     claimed: list[Run] = []
     with transaction.atomic():
-        now = authority_now()
-        claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=now, resource_class__in=classes)
+        claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
         tenants = list(
             Tenant.objects.annotate(
                 oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1])
@@ -57,11 +58,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
         )
         if not tenants:
             return []
-        running = dict(
-            Run.objects.filter(tenant__in=tenants, state=RunState.RUNNING)
-            .values_list("tenant_id")
-            .annotate(n=Count("id"))
-        )
+        running = _running_counts(tenants)
         loads = {
             t.id: TenantLoad(t.id, t.weight, running.get(t.id, 0), t.max_active_runs)
             for t in sorted(tenants, key=lambda t: t.oldest)
@@ -74,11 +71,8 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
             shares = allocate_slots([l for t, l in loads.items() if t not in exhausted], wanted)
             if not shares:
                 break
-            now = authority_now()
             for tenant_id, share in shares.items():
-                got = _claim_for_tenant(
-                    tenant_id, share, classes, now, worker_token, worker_label, lease_seconds
-                )
+                got = _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lease_seconds)
                 claimed.extend(got)
                 load = loads[tenant_id]
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, load.running + len(got), load.max_running)
@@ -87,7 +81,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
         if claimed:
             Outbox.objects.filter(
                 run_id__in=[r.id for r in claimed], kind=OutboxKind.DISPATCH, processed_at__isnull=True
-            ).update(processed_at=now)
+            ).update(processed_at=Now())
     for run in claimed:
         started = run.current_attempt.started_at
         metrics.QUEUE_DELAY.labels(run.resource_class).observe(max(0.0, (started - run.due_at).total_seconds()))
@@ -97,9 +91,28 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     return claimed
 
 
-def _claim_for_tenant(tenant_id, share, classes, now, worker_token, worker_label, lease_seconds) -> list[Run]:
+def _running_counts(tenants: list[Tenant]) -> dict[str, int]:
+    """Running runs per (locked) tenant, read after the lock: a count in the locking
+    statement would see its snapshot from before the lock wait. On PostgreSQL each count
+    stops at the tenant's limit, so a claim costs what the limit allows, not what is running.
+    """
+    if connection.vendor == "postgresql":
+        tenant_table, run_table = Tenant._meta.db_table, Run._meta.db_table
+        capped = RawSQL(
+            f"SELECT count(*) FROM (SELECT 1 FROM {run_table} AS r WHERE r.tenant_id = {tenant_table}.id "
+            f"AND r.state = %s LIMIT {tenant_table}.max_active_runs) AS capped",
+            [RunState.RUNNING],
+        )
+        return dict(Tenant.objects.filter(id__in=[t.id for t in tenants]).annotate(n=capped).values_list("id", "n"))
+    # SQLite cannot LIMIT by an outer column: one grouped count.
+    return dict(
+        Run.objects.filter(tenant__in=tenants, state=RunState.RUNNING).values_list("tenant_id").annotate(n=Count("id"))
+    )
+
+
+def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lease_seconds) -> list[Run]:
     candidates = list(
-        Run.objects.filter(tenant_id=tenant_id, state=RunState.QUEUED, due_at__lte=now, resource_class__in=classes)
+        Run.objects.filter(tenant_id=tenant_id, state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
         .order_by("due_at", "id")
         .select_for_update(skip_locked=True)[:share]
     )

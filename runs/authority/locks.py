@@ -1,5 +1,7 @@
 """Row locks, always taken in one order: tenant, then schedule, then occurrence."""
 
+from django.db.models import Subquery
+
 from schedules.models import Schedule
 from scheduler_project.errors import NotFound
 
@@ -11,10 +13,10 @@ def lock_schedule_then_run(run_id: str, *, tenant=None) -> tuple[Schedule, Run]:
     runs = Run.objects.filter(id=run_id)
     if tenant is not None:
         runs = runs.filter(tenant=tenant)
-    schedule_id = runs.values_list("schedule_id", flat=True).first()
-    if schedule_id is None:
+    # A run never changes schedule, so finding the schedule through it needs no run lock.
+    schedule = Schedule.objects.select_for_update().filter(id=Subquery(runs.values("schedule_id")[:1])).first()
+    if schedule is None:
         raise NotFound("no such run")
-    schedule = Schedule.objects.select_for_update().get(id=schedule_id)
     run = Run.objects.select_for_update().get(id=run_id)
     return schedule, run
 

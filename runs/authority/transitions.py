@@ -38,10 +38,12 @@ def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = ""
     if error:
         run.error = error[:10000]
     outbox = []
+    schedule_changes = []
     if run.holds_guard:
         run.holds_guard = False
         if schedule.active_run_id == run.id:
             schedule.active_run = None
+            schedule_changes.append("active_run")
     # Saved now so the partial unique index sees the guard released before a waiter takes it.
     run.save()
     if schedule.overlap_policy != OverlapPolicy.ALLOW and schedule.active_run_id is None:
@@ -66,7 +68,9 @@ def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = ""
     ):
         rule = recurrence.parse_rule(schedule.recurrence)
         schedule.next_run_at = recurrence.next_after(rule, now)
-    schedule.save(update_fields=["active_run", "next_run_at"])
+        schedule_changes.append("next_run_at")
+    if schedule_changes:
+        schedule.save(update_fields=schedule_changes)
     return outbox
 
 
