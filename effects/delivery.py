@@ -29,7 +29,7 @@ from email.mime.base import MIMEBase
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.db.models.functions import Coalesce
 
 from effects import adapters
@@ -77,17 +77,22 @@ class PreparedDelivery:
 @dataclass
 class PassStats:
     deliveries: int = 0
-    recovered: int = 0
+    recovered: int = 0  # in-flight deliveries found abandoned past their deadline
+    settled: int = 0  # intents settled without a provider request (no target, result expired)
     outcomes: dict = field(default_factory=dict)
 
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
+    @property
+    def handled(self) -> int:
+        return self.deliveries + self.recovered + self.settled
+
     def __bool__(self) -> bool:
-        return bool(self.deliveries or self.recovered)
+        return bool(self.handled)
 
     def __str__(self):
-        parts = [f"deliveries={self.deliveries}", f"recovered={self.recovered}"]
+        parts = [f"deliveries={self.deliveries}", f"recovered={self.recovered}", f"settled={self.settled}"]
         parts += [f"{name}={n}" for name, n in sorted(self.outcomes.items())]
         return " ".join(parts)
 
@@ -100,8 +105,8 @@ def effects_pass(*, limit: int | None = None) -> PassStats:
     limit = limit or settings.EFFECT_BATCH_SIZE
     stats = PassStats()
     done: set[str] = set()  # at most one delivery per intent per pass, whatever its backoff
-    while stats.deliveries < limit:
-        claimed = claim_next_delivery(stats, exclude=done)
+    while stats.handled < limit:
+        claimed = claim_next_delivery(stats, exclude=done, limit=limit - stats.handled)
         if claimed is None:
             break
         done.add(claimed.intent_id)
@@ -125,28 +130,17 @@ def deliver_action(action: str) -> ProviderOutcome | None:
 # --- Step 1: claim -----------------------------------------------------------------------------
 
 
-def _due(now) -> Q:
-    return Q(state=EffectState.PENDING, next_attempt_at__isnull=True) | Q(
-        state__in=(EffectState.PENDING, EffectState.UNCERTAIN), next_attempt_at__lte=now
-    )
-
-
 def claim_next_delivery(
-    stats: PassStats, *, only_action: str | None = None, exclude: set[str] = frozenset()
+    stats: PassStats, *, only_action: str | None = None, exclude: set[str] = frozenset(), limit: int = 100
 ) -> PreparedDelivery | None:
+    """Take the next due intent and record its delivery; intents that settle without a
+    request (abandoned, no target, result expired) are handled on the way, at most ``limit``
+    intents in all, so one transaction stays short whatever the backlog."""
     with transaction.atomic():
         now = authority_now()
         handled: list[str] = list(exclude)
-        while True:
-            candidates = EffectIntent.objects.filter(_due(now)).exclude(id__in=handled)
-            if only_action is not None:
-                candidates = candidates.filter(action=only_action)
-            intent = (
-                candidates.select_related("run")
-                .order_by(F("next_attempt_at").asc(nulls_first=True), "created_at", "id")
-                .select_for_update(skip_locked=True, of=("self",))
-                .first()
-            )
+        for _ in range(limit):
+            intent = _next_due(now, handled, only_action)
             if intent is None:
                 return None
             handled.append(intent.id)
@@ -159,6 +153,30 @@ def claim_next_delivery(
             prepared = _start_delivery(intent, now)
             if prepared is not None:
                 return prepared
+            stats.settled += 1
+        return None
+
+
+def _next_due(now, handled: list[str], only_action: str | None) -> EffectIntent | None:
+    """The next due intent, locked: undated pending ones first (due as soon as created), then
+    the dated ones (retry backoff, in-flight deadline, uncertain under `retry`) by due time.
+    Two ordered probes, each the head of its own partial index; a held uncertain intent
+    (no date) is never read."""
+    probes = (
+        (Q(state=EffectState.PENDING, next_attempt_at__isnull=True), ("created_at", "id")),
+        (
+            Q(state__in=(EffectState.PENDING, EffectState.UNCERTAIN), next_attempt_at__lte=now),
+            ("next_attempt_at", "created_at", "id"),
+        ),
+    )
+    for due, order in probes:
+        candidates = EffectIntent.objects.filter(due).exclude(id__in=handled)
+        if only_action is not None:
+            candidates = candidates.filter(action=only_action)
+        intent = candidates.order_by(*order).select_for_update(skip_locked=True).first()
+        if intent is not None:
+            return intent
+    return None
 
 
 def _latest_delivery(intent: EffectIntent) -> EffectDelivery | None:

@@ -46,12 +46,19 @@ class EffectIntent(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
+        # The two probes of claim_next_delivery: undated pending intents (due now), then dated
+        # ones by due time. Settled and held intents are in neither.
         indexes = [
             models.Index(
-                fields=["next_attempt_at", "created_at"],
+                fields=["created_at", "id"],
+                name="effect_undated_idx",
+                condition=Q(state="pending", next_attempt_at__isnull=True),
+            ),
+            models.Index(
+                fields=["next_attempt_at", "created_at", "id"],
                 name="effect_due_idx",
-                condition=Q(state__in=["pending", "uncertain"]),
-            )
+                condition=Q(state__in=["pending", "uncertain"], next_attempt_at__isnull=False),
+            ),
         ]
 
     def __str__(self):

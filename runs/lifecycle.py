@@ -76,25 +76,34 @@ def _worked(stats: CleanupStats, batch_size: int) -> bool:
 
 
 def object_candidates(*, now, limit: int) -> list[tuple[int, str]]:
-    """(object id, run id) of rows that may be deletable; each is re-checked under lock."""
+    """(object id, run id) of rows that may be deletable; each is re-checked under lock.
+
+    Each kind is its own walk of object_state_idx (state, created_at): an OR across the
+    joined tables would read every registry row, deleted ones included.
+    """
     unpinned = Q(pinned_until__isnull=True) | Q(pinned_until__lte=now)
-    expired = Q(
-        state=ObjectState.REFERENCED,
-        run__finished_at__lt=now - timedelta(days=settings.OBJECT_RETENTION_DAYS),
+    retention_cutoff = now - timedelta(days=settings.OBJECT_RETENTION_DAYS)
+    # An object is registered before its run finishes, so an expired one was created before
+    # the cutoff too: that bound is what lets the index do the work.
+    expired = StoredObject.objects.filter(
+        unpinned, state=ObjectState.REFERENCED, created_at__lt=retention_cutoff, run__finished_at__lt=retention_cutoff
     )
     # Prefilter only: the attempt is not running, or its run is not, or the lease has passed.
     cannot_publish = (
         ~Q(attempt__state=AttemptState.RUNNING) | ~Q(run__state=RunState.RUNNING) | Q(run__lease_expires_at__lte=now)
     )
-    orphan = Q(
-        state=ObjectState.STAGED, created_at__lt=now - timedelta(seconds=settings.ORPHAN_GRACE_SECONDS)
-    ) & cannot_publish
-    rows = StoredObject.objects.filter((expired | orphan) & unpinned).order_by("id")
-    candidates = list(rows.values_list("id", "run_id")[:limit])
+    orphans = StoredObject.objects.filter(
+        unpinned, cannot_publish,
+        state=ObjectState.STAGED, created_at__lt=now - timedelta(seconds=settings.ORPHAN_GRACE_SECONDS),
+    )
     # A `deleting` row's store deletion was not confirmed (crash, store outage): do it again.
-    # Taken separately, so rows the store keeps refusing cannot starve new candidates.
-    unconfirmed = StoredObject.objects.filter(state=ObjectState.DELETING).order_by("id")
-    return candidates + list(unconfirmed.values_list("id", "run_id")[: max(1, limit - len(candidates))])
+    unconfirmed = StoredObject.objects.filter(state=ObjectState.DELETING)
+    candidates: list[tuple[int, str]] = []
+    # Every kind gets at least one slot, so rows the store keeps refusing cannot starve the rest.
+    for rows in (expired, orphans, unconfirmed):
+        share = max(1, limit - len(candidates))
+        candidates += rows.order_by("created_at", "id").values_list("id", "run_id")[:share]
+    return candidates
 
 
 def collect_objects(*, batch_size: int | None = None) -> CleanupStats:

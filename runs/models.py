@@ -134,7 +134,12 @@ class Run(models.Model):
                 name="run_claimable_idx",
                 condition=Q(state="queued"),
             ),
-            models.Index(fields=["due_at"], name="run_pending_idx", condition=Q(state="pending")),
+            # Pending runs that become claimable at due_at (overlap waiters wait for the guard).
+            models.Index(
+                fields=["due_at"],
+                name="run_pending_idx",
+                condition=Q(state="pending", pending_reason__in=["not_due", "retry"]),
+            ),
             # A schedule's unfinished runs (overlap waiters, the guard's queue) without reading
             # its history: a minutely schedule keeps tens of thousands of finished runs.
             models.Index(

@@ -13,6 +13,14 @@ class Migration(migrations.Migration):
     operations = [
         migrations.RemoveIndex(
             model_name='run',
+            name='run_pending_idx',
+        ),
+        migrations.AddIndex(
+            model_name='run',
+            index=models.Index(condition=models.Q(('pending_reason__in', ['not_due', 'retry']), ('state', 'pending')), fields=['due_at'], name='run_pending_idx'),
+        ),
+        migrations.RemoveIndex(
+            model_name='run',
             name='run_finished_idx',
         ),
         migrations.AddIndex(

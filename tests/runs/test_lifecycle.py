@@ -35,7 +35,10 @@ def published(schedule, data: bytes) -> Run:
 
 
 def finished_days_ago(run: Run, days: float) -> None:
-    Run.objects.filter(id=run.id).update(finished_at=authority_now() - timedelta(days=days))
+    """Time passes: the run finished ``days`` ago, and its objects were uploaded just before."""
+    finished = authority_now() - timedelta(days=days)
+    Run.objects.filter(id=run.id).update(finished_at=finished)
+    StoredObject.objects.filter(run_id=run.id).update(created_at=finished - timedelta(seconds=1))
 
 
 def in_store(run_or_obj) -> bool:
