@@ -158,6 +158,7 @@ def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lea
         run.lease_expires_at = attempt.lease_expires_at
         run.started_at = run.started_at or now
         run.current_attempt = attempt
+        run.schedule = schedule  # the worker reads its rule (timezone); it is loaded already
         claimed.append(run)
     Attempt.objects.bulk_create(attempts)
     bulk_set(blocked, ["state", "pending_reason"])
