@@ -173,7 +173,9 @@ def _next_due(now, handled: list[str], only_action: str | None) -> EffectIntent 
         candidates = EffectIntent.objects.filter(due).exclude(id__in=handled)
         if only_action is not None:
             candidates = candidates.filter(action=only_action)
-        intent = candidates.order_by(*order).select_for_update(skip_locked=True).first()
+        intent = (
+            candidates.select_related("run").order_by(*order).select_for_update(skip_locked=True, of=("self",)).first()
+        )
         if intent is not None:
             return intent
     return None

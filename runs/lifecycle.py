@@ -99,7 +99,8 @@ def object_candidates(*, now, limit: int) -> list[tuple[int, str]]:
     # A `deleting` row's store deletion was not confirmed (crash, store outage): do it again.
     unconfirmed = StoredObject.objects.filter(state=ObjectState.DELETING)
     candidates: list[tuple[int, str]] = []
-    # Every kind gets at least one slot, so rows the store keeps refusing cannot starve the rest.
+    # Every kind gets at least one slot (so up to limit + 2 rows in all): rows the store keeps
+    # refusing cannot starve the rest.
     for rows in (expired, orphans, unconfirmed):
         share = max(1, limit - len(candidates))
         candidates += rows.order_by("created_at", "id").values_list("id", "run_id")[:share]

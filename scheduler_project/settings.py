@@ -175,6 +175,8 @@ REQUEST_KEY_RETENTION_HOURS = env_int("REQUEST_KEY_RETENTION_HOURS", 48)
 CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
 
 # --- Scheduling -------------------------------------------------------------------------
+# Part of the schema (check constraint schedule_bucket_in_range): changing it takes a
+# migration that re-buckets every schedule (schedules.services.due_bucket).
 DUE_BUCKETS = 64
 SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 1000)
 # Failpoints for fault-injection tests; comma-separated names, empty in production.

@@ -2,6 +2,7 @@
 
 import hashlib
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -182,6 +183,10 @@ class Schedule(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["active_run"], condition=Q(active_run__isnull=False), name="schedule_active_run_unique"
+            ),
+            # A scan with no bucket list reads buckets 0..DUE_BUCKETS-1: no schedule may sit outside.
+            models.CheckConstraint(
+                condition=Q(bucket__lt=settings.DUE_BUCKETS), name="schedule_bucket_in_range"
             ),
         ]
 

@@ -59,7 +59,9 @@ def _lock_due(now, batch_size: int, buckets) -> list[Schedule]:
     sort of everything due. Buckets are visited from a random offset: concurrent scanners
     start apart instead of skipping each other's locked rows.
     """
-    buckets = list(range(settings.DUE_BUCKETS) if buckets is None else buckets)
+    # Each bucket once: a repeated one would return its rows twice (SKIP LOCKED does not
+    # skip this transaction's own locks) and write each instant twice.
+    buckets = list(dict.fromkeys(range(settings.DUE_BUCKETS) if buckets is None else buckets))
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
     if connection.vendor != "postgresql":

@@ -4,7 +4,8 @@ bounds and most-overdue first; never the whole schedule table, never a schedule'
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 
 from runs import authority
 from runs.clock import authority_now
@@ -27,6 +28,13 @@ def materialized(schedules) -> set[str]:
     return set(Run.objects.filter(schedule__in=schedules).values_list("schedule_id", flat=True))
 
 
+def table_reads(table: str, expression: str) -> int:
+    """This transaction's access statistics for ``table`` (pg_stat_xact_user_tables)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {expression} FROM pg_stat_xact_user_tables WHERE relname = %s", [table])
+        return cursor.fetchone()[0]
+
+
 def test_materialize__given_buckets__only_their_schedules(tenant):
     schedules = {bucket: due_in_bucket(tenant, bucket) for bucket in (1, 2, 3, 40)}
 
@@ -35,6 +43,19 @@ def test_materialize__given_buckets__only_their_schedules(tenant):
 
     assert authority.materialize_due().queued == 2  # no buckets given: all of them
     assert materialized(schedules.values()) == {s.id for s in schedules.values()}
+
+
+def test_materialize__a_bucket_named_twice__scanned_once(tenant):
+    schedules = [due_in_bucket(tenant, bucket) for bucket in (2, 2, 3)]
+
+    assert authority.materialize_due(buckets=[2, 3, 2, 3]).queued == 3
+    assert Run.objects.filter(schedule__in=schedules).count() == 3
+
+
+def test_schedule__bucket_outside_the_scanned_range__refused(tenant):
+    schedule = create_schedule(tenant)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Schedule.objects.filter(id=schedule.id).update(bucket=settings.DUE_BUCKETS)
 
 
 def test_materialize__batch_size_bounds_a_transaction_across_buckets(tenant):
@@ -73,20 +94,11 @@ def test_materialize__small_batch_of_a_large_table__reads_indexes_not_the_table(
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE schedules_schedule")
 
-    def scans():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = 'schedules_schedule'"
-            )
-            return cursor.fetchone()
-
-    seq_before, idx_before = scans()
+    before = table_reads("schedules_schedule", "seq_scan")
     assert authority.materialize_due().queued == 5
-    seq_after, idx_after = scans()
 
     assert materialized(due) == {s.id for s in due}
-    assert seq_after == seq_before
-    assert idx_after > idx_before
+    assert table_reads("schedules_schedule", "seq_scan") == before
 
 
 def test_materialize_and_complete__long_history__do_not_read_it(tenant):
@@ -104,16 +116,17 @@ def test_materialize_and_complete__long_history__do_not_read_it(tenant):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE runs_run")
 
-    def rows_fetched():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT idx_tup_fetch + seq_tup_read FROM pg_stat_xact_user_tables WHERE relname = 'runs_run'"
-            )
-            return cursor.fetchone()[0]
-
-    before = rows_fetched()
+    rows_read = "idx_tup_fetch + seq_tup_read"
+    before = table_reads("runs_run", rows_read)
     assert authority.materialize_due().queued == 1
     run = authority.claim(worker_label="w")
     authority.complete(run_id=run.id, attempt_id=run.current_attempt.id, fence=run.fence, outcome="failed",
                        error="boom")
-    assert rows_fetched() - before < 100
+    assert table_reads("runs_run", rows_read) - before < 100
+
+
+def test_scan_command__bucket_ranges__each_bucket_once():
+    from runs.management.commands.scan import parse_buckets
+
+    assert parse_buckets("0-3,2-5,9") == [0, 1, 2, 3, 4, 5, 9]
+    assert parse_buckets(None) is None

@@ -2,14 +2,14 @@ from runs.loops import LoopCommand, scan_pass
 
 
 def parse_buckets(text: str | None):
-    """"0-15,32" -> [0..15, 32]; None means every bucket."""
+    """"0-15,32" -> [0..15, 32], each once; None means every bucket."""
     if not text:
         return None
     buckets = []
     for part in text.split(","):
         low, _, high = part.partition("-")
         buckets.extend(range(int(low), int(high or low) + 1))
-    return buckets
+    return sorted(set(buckets))
 
 
 class Command(LoopCommand):

@@ -21,4 +21,8 @@ class Migration(migrations.Migration):
             model_name='schedule',
             constraint=models.UniqueConstraint(condition=models.Q(('active_run__isnull', False)), fields=('active_run',), name='schedule_active_run_unique'),
         ),
+        migrations.AddConstraint(
+            model_name='schedule',
+            constraint=models.CheckConstraint(condition=models.Q(('bucket__lt', 64)), name='schedule_bucket_in_range'),
+        ),
     ]
