@@ -56,7 +56,7 @@ class EffectIntent(models.Model):
             ),
             models.Index(
                 fields=["next_attempt_at", "created_at", "id"],
-                name="effect_due_idx",
+                name="effect_dated_idx",
                 condition=Q(state__in=["pending", "uncertain"], next_attempt_at__isnull=False),
             ),
         ]

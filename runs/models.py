@@ -137,7 +137,7 @@ class Run(models.Model):
             # Pending runs that become claimable at due_at (overlap waiters wait for the guard).
             models.Index(
                 fields=["due_at"],
-                name="run_pending_idx",
+                name="run_promotable_idx",
                 condition=Q(state="pending", pending_reason__in=["not_due", "retry"]),
             ),
             # A schedule's unfinished runs (overlap waiters, the guard's queue) without reading
@@ -153,7 +153,7 @@ class Run(models.Model):
             # Active-run limits count a tenant's running runs at every claim.
             models.Index(fields=["tenant"], name="run_tenant_running_idx", condition=Q(state="running")),
             # Retention reads finished runs only; unfinished ones stay out of the index.
-            models.Index(fields=["finished_at"], name="run_finished_idx", condition=Q(finished_at__isnull=False)),
+            models.Index(fields=["finished_at"], name="run_ended_idx", condition=Q(finished_at__isnull=False)),
         ]
 
     def __str__(self):
