@@ -207,13 +207,13 @@ class OutboxKind(models.TextChoices):
 
 
 class Outbox(models.Model):
-    """Committed intent, written in the same transaction as the state it announces."""
+    """Committed intent, written in the same transaction as the state it announces. The
+    action key, run and resource class are the whole message: a hint names no more."""
 
     kind = models.CharField(max_length=10, choices=OutboxKind.choices)
     action_key = models.CharField(max_length=120, unique=True)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="outbox")
     resource_class = models.CharField(max_length=16, blank=True, default="")
-    payload = models.JSONField(default=dict)
     created_at = models.DateTimeField()
     # A relay takes a short lease on the row while it publishes; another relay may
     # retake it after this, so a relay that dies mid-publish loses nothing.

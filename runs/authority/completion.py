@@ -194,8 +194,7 @@ def _effect_intents(run: Run, now) -> list[Outbox]:
             result_key=run.result_key, result_version_id=run.result_version_id,
             result_checksum=run.result_checksum, created_at=now, updated_at=now,
         )
-        outbox.append(Outbox(kind=OutboxKind.EFFECT, action_key=action, run=run, payload={"action": action},
-                             created_at=now))
+        outbox.append(Outbox(kind=OutboxKind.EFFECT, action_key=action, run=run, created_at=now))
     return outbox
 
 

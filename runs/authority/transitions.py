@@ -16,7 +16,6 @@ def dispatch_row(run_id: str, count: int, resource_class: str, now) -> dict:
         "action_key": f"dispatch-{run_id}" if count == 1 else f"dispatch-{run_id}-{count}",
         "run_id": run_id,
         "resource_class": resource_class,
-        "payload": {"runId": run_id},
         "created_at": now,
     }
 
