@@ -6,8 +6,9 @@ from django.db import connection
 from django.utils import timezone
 
 
-def bulk_set(objs, fields: list[str]) -> None:
-    """Write ``fields`` of already-loaded model instances back, keyed by primary key.
+def bulk_set(model, objs, fields: list[str]) -> None:
+    """Write ``fields`` of already-loaded rows of ``model`` back, keyed by primary key. The
+    rows are model instances or any objects with the same attributes.
 
     On PostgreSQL this is one ``UPDATE ... FROM unnest(array, ...)``: one parameter per
     column, however many rows. Django's bulk_update builds a CASE expression per field and
@@ -17,12 +18,14 @@ def bulk_set(objs, fields: list[str]) -> None:
     """
     if not objs:
         return
-    model = type(objs[0])
-    if connection.vendor != "postgresql":
-        model.objects.bulk_update(objs, fields)
-        return
     meta = model._meta
     columns = [meta.pk] + [meta.get_field(name) for name in fields]
+    if connection.vendor != "postgresql":
+        for obj in objs:  # the embedded SQLite: small batches, one statement per row
+            model.objects.filter(pk=getattr(obj, meta.pk.attname)).update(
+                **{f.attname: getattr(obj, f.attname) for f in columns[1:]}
+            )
+        return
     arrays = [[f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs] for f in columns]
     unnest = ", ".join(f"%s::{f.db_type(connection)}[]" for f in columns)
     names = ", ".join(f'"{f.column}"' for f in columns)
@@ -51,15 +54,17 @@ def bulk_insert(model, rows: list[dict]) -> None:
 
     fields = [f for f in meta.concrete_fields if not (f.primary_key and f.get_internal_type() == "BigAutoField")]
     now = timezone.now()
-    fixed, per_row = {}, {}
+    # Per column: (attname, default, fresh) where a fresh default is called for every row
+    # (e.g. a new id) and any other is shared.
+    defaults = []
     for f in fields:
         if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
-            fixed[f.attname] = now
+            defaults.append((f.attname, now, False))
         elif f.has_default() and callable(f.default):
-            per_row[f.attname] = f.default  # e.g. a fresh id for every row
+            defaults.append((f.attname, f.default, True))
         else:
-            fixed[f.attname] = f.get_default()
-    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+            defaults.append((f.attname, f.get_default(), False))
+    json_positions = [i for i, f in enumerate(fields) if f.get_internal_type() == "JSONField"]
     encoded: dict[int, tuple] = {}  # id() of a JSON value -> (the value, kept alive; its text)
 
     def as_json(value):
@@ -74,14 +79,11 @@ def bulk_insert(model, rows: list[dict]) -> None:
         # Text COPY: the server parses every value, JSON text included, by its column type.
         with wrapper.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
             for row in rows:
-                values = []
-                for f in fields:
-                    name = f.attname
-                    if name in row:
-                        value = row[name]
-                    elif name in per_row:
-                        value = per_row[name]()
-                    else:
-                        value = fixed[name]
-                    values.append(as_json(value) if name in json_fields and value is not None else value)
+                values = [
+                    row[name] if name in row else (default() if fresh else default)
+                    for name, default, fresh in defaults
+                ]
+                for i in json_positions:
+                    if values[i] is not None:
+                        values[i] = as_json(values[i])
                 copy.write_row(values)

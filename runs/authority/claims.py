@@ -161,10 +161,11 @@ def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lea
         run.schedule = schedule  # the worker reads its rule (timezone); it is loaded already
         claimed.append(run)
     Attempt.objects.bulk_create(attempts)
-    bulk_set(blocked, ["state", "pending_reason"])
-    bulk_set(list(guarded.values()), ["active_run"])
+    bulk_set(Run, blocked, ["state", "pending_reason"])
+    bulk_set(Schedule, list(guarded.values()), ["active_run"])
     if claimed:
         bulk_set(
+            Run,
             claimed,
             ["state", "pending_reason", "fence", "attempt_count", "lease_expires_at", "started_at",
              "current_attempt", "holds_guard"],

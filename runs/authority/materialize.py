@@ -36,6 +36,22 @@ MATERIALIZE_FIELDS = (
 )
 
 
+class DueSchedule:
+    """A locked schedule as materialization sees it (MATERIALIZE_FIELDS). Building a model
+    instance per row cost more than the rest of a wave's Python work."""
+
+    __slots__ = MATERIALIZE_FIELDS
+
+    def __init__(self, row, recurrences: dict):
+        for name, value in zip(MATERIALIZE_FIELDS, row):
+            setattr(self, name, value)
+        # Rows of a wave share one decoded rule per distinct text (_materialize keys on it).
+        if isinstance(self.recurrence, str):
+            self.recurrence = recurrences.get(self.recurrence) or recurrences.setdefault(
+                self.recurrence, json.loads(self.recurrence)
+            )
+
+
 def materialize_due(*, batch_size: int | None = None, buckets=None) -> MaterializeStats:
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run."""
@@ -51,7 +67,7 @@ def materialize_due(*, batch_size: int | None = None, buckets=None) -> Materiali
     return stats
 
 
-def _lock_due(now, batch_size: int, buckets) -> list[Schedule]:
+def _lock_due(now, batch_size: int, buckets) -> list[DueSchedule]:
     """Lock up to ``batch_size`` schedules due at ``now`` in ``buckets`` (default: all).
 
     The due index is (bucket, next_run_at, id). On PostgreSQL a LATERAL join reads each
@@ -66,16 +82,21 @@ def _lock_due(now, batch_size: int, buckets) -> list[Schedule]:
     buckets = buckets[start:] + buckets[:start]
     if connection.vendor != "postgresql":
         due = Schedule.objects.filter(next_run_at__lte=now, bucket__in=buckets, paused=False, deleted_at__isnull=True)
-        return list(due.order_by("next_run_at").only(*MATERIALIZE_FIELDS)[:batch_size])
-    columns = ", ".join(f'due."{Schedule._meta.get_field(name).column}"' for name in MATERIALIZE_FIELDS)
-    sql = (
-        f"SELECT {columns} FROM unnest(%s::smallint[]) AS b(bucket) CROSS JOIN LATERAL ("
-        f"  SELECT * FROM {Schedule._meta.db_table} AS s"
-        f"  WHERE s.bucket = b.bucket AND s.next_run_at <= %s AND NOT s.paused AND s.deleted_at IS NULL"
-        f"  ORDER BY s.next_run_at, s.id LIMIT %s FOR UPDATE SKIP LOCKED"
-        f") AS due LIMIT %s"
-    )
-    return list(Schedule.objects.raw(sql, [buckets, now, batch_size, batch_size]))
+        rows = list(due.order_by("next_run_at").values_list(*MATERIALIZE_FIELDS)[:batch_size])
+    else:
+        columns = ", ".join(f'due."{Schedule._meta.get_field(name).column}"' for name in MATERIALIZE_FIELDS)
+        sql = (
+            f"SELECT {columns} FROM unnest(%s::smallint[]) AS b(bucket) CROSS JOIN LATERAL ("
+            f"  SELECT * FROM {Schedule._meta.db_table} AS s"
+            f"  WHERE s.bucket = b.bucket AND s.next_run_at <= %s AND NOT s.paused AND s.deleted_at IS NULL"
+            f"  ORDER BY s.next_run_at, s.id LIMIT %s FOR UPDATE SKIP LOCKED"
+            f") AS due LIMIT %s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [buckets, now, batch_size, batch_size])
+            rows = cursor.fetchall()  # JSON arrives as text, decoded by DueSchedule
+    recurrences: dict[str, dict] = {}
+    return [DueSchedule(row, recurrences) for row in rows]
 
 
 def catch_up_on_resume(schedule: Schedule, now) -> MaterializeStats:
@@ -83,7 +104,7 @@ def catch_up_on_resume(schedule: Schedule, now) -> MaterializeStats:
     return _materialize([schedule], now, from_pause=True)
 
 
-def _materialize(schedules: list[Schedule], now, *, from_pause=False) -> MaterializeStats:
+def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False) -> MaterializeStats:
     stats = MaterializeStats(schedules=len(schedules))
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types)
@@ -91,14 +112,15 @@ def _materialize(schedules: list[Schedule], now, *, from_pause=False) -> Materia
 
     runs: list[dict] = []
     outbox: list[dict] = []
-    # A wave shares few distinct rules and due instants: parse and plan each once.
-    rules: dict[str, recurrence.Rule] = {}
+    # A wave shares few distinct rules and due instants: parse and plan each once. Rules are
+    # keyed by the identity of their dict, which _lock_due shares per distinct rule text.
+    rules: dict[int, recurrence.Rule] = {}
     plans: dict[tuple, CatchUpPlan] = {}
     for schedule in schedules:
         first_due = schedule.resume_from if from_pause else schedule.next_run_at
         if first_due is None:
             continue
-        rule_key = json.dumps(schedule.recurrence, sort_keys=True)
+        rule_key = id(schedule.recurrence)
         rule = rules.get(rule_key) or rules.setdefault(rule_key, recurrence.parse_rule(schedule.recurrence))
         plan_key = (rule_key, first_due, schedule.misfire_policy, schedule.misfire_grace_seconds)
         plan = plans.get(plan_key) or plans.setdefault(plan_key, plan_catch_up(
@@ -160,11 +182,11 @@ def _materialize(schedules: list[Schedule], now, *, from_pause=False) -> Materia
     bulk_insert(Run, runs)
     bulk_insert(Outbox, outbox)
     if not from_pause:
-        bulk_set(schedules, ["next_run_at"])
+        bulk_set(Schedule, schedules, ["next_run_at"])
     return stats
 
 
-def _current_payloads(schedules: list[Schedule], job_types: dict[str, JobType]) -> dict[str, dict]:
+def _current_payloads(schedules: list[DueSchedule | Schedule], job_types: dict[str, JobType]) -> dict[str, dict]:
     """Each schedule's run payload for its current revision. Schedules of a wave share their
     payload text: each distinct one is decoded and built once, and the result shared."""
     current = {s.id: (s.revision, s.job_type_id) for s in schedules}
@@ -185,7 +207,7 @@ def _current_payloads(schedules: list[Schedule], job_types: dict[str, JobType]) 
     return payloads
 
 
-def _waiting_counts(schedules: list[Schedule]) -> dict[str, int]:
+def _waiting_counts(schedules: list[DueSchedule | Schedule]) -> dict[str, int]:
     """Active occurrences not holding the guard, per schedule: the overlap policy's queue."""
     exclusive = [s.id for s in schedules if s.overlap_policy != OverlapPolicy.ALLOW]
     counts: dict[str, int] = {}

@@ -111,7 +111,7 @@ def promote_due_runs(*, batch_size: int = 1000) -> int:
             run.state = RunState.QUEUED
             run.pending_reason = PendingReason.NONE
             outbox.append(dispatch_intent(run, now))
-        bulk_set(runs, ["state", "pending_reason", "dispatch_count"])
+        bulk_set(Run, runs, ["state", "pending_reason", "dispatch_count"])
         Outbox.objects.bulk_create(outbox)
         return len(runs)
 
