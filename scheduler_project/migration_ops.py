@@ -9,29 +9,23 @@ from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndex
 from django.db.migrations.operations import AddIndex, RemoveIndex
 
 
-class AddIndexOnline(AddIndexConcurrently):
+class _OnlineIndexOperation:
+    concurrent: type
+    plain: type
+
+    def _chosen(self, schema_editor) -> type:
+        return self.concurrent if schema_editor.connection.vendor == "postgresql" else self.plain
+
     def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        plain = schema_editor.connection.vendor != "postgresql"
-        (AddIndex if plain else AddIndexConcurrently).database_forwards(
-            self, app_label, schema_editor, from_state, to_state
-        )
+        self._chosen(schema_editor).database_forwards(self, app_label, schema_editor, from_state, to_state)
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        plain = schema_editor.connection.vendor != "postgresql"
-        (AddIndex if plain else AddIndexConcurrently).database_backwards(
-            self, app_label, schema_editor, from_state, to_state
-        )
+        self._chosen(schema_editor).database_backwards(self, app_label, schema_editor, from_state, to_state)
 
 
-class RemoveIndexOnline(RemoveIndexConcurrently):
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        plain = schema_editor.connection.vendor != "postgresql"
-        (RemoveIndex if plain else RemoveIndexConcurrently).database_forwards(
-            self, app_label, schema_editor, from_state, to_state
-        )
+class AddIndexOnline(_OnlineIndexOperation, AddIndexConcurrently):
+    concurrent, plain = AddIndexConcurrently, AddIndex
 
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        plain = schema_editor.connection.vendor != "postgresql"
-        (RemoveIndex if plain else RemoveIndexConcurrently).database_backwards(
-            self, app_label, schema_editor, from_state, to_state
-        )
+
+class RemoveIndexOnline(_OnlineIndexOperation, RemoveIndexConcurrently):
+    concurrent, plain = RemoveIndexConcurrently, RemoveIndex
