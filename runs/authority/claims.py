@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce, Now
 
 from schedules.models import OverlapPolicy, Schedule, Tenant
 from runs.authority.transitions import clamp_lease, dispatch_intent, finish_run, lease_until
@@ -40,9 +40,13 @@ def claim(*, worker_token=None, worker_label="", resource_classes=None, lease_se
 def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=None, lease_seconds=None) -> list[Run]:
     """Claim up to ``n`` claimable runs in one transaction, weighted-fair across tenants.
 
-    Tenant rows are locked first (claims of one tenant serialize, so its active-run limit
-    holds exactly); runs and schedules are taken with SKIP LOCKED, so a claim never waits
-    on a scanner or a completion and can never deadlock with them.
+    Slots are allocated from an unlocked read of each tenant's load. Only the tenants that
+    get slots are then locked, so claims for different tenants run in parallel; a tenant's
+    claims serialize on its row, and its running count is read again under that lock, so its
+    active-run limit holds exactly. The first round waits for its tenant locks, taken in id
+    order; later rounds skip tenants locked by another claimer (which is serving them), so
+    claimers never wait on each other in a cycle. Runs and schedules are taken with SKIP
+    LOCKED: a claim never waits on a scanner or a completion.
     """
     classes = list(resource_classes or settings.RESOURCE_CLASSES)
     claimed: list[Run] = []
@@ -50,31 +54,39 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
         claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
         tenants = list(
             Tenant.objects.annotate(
-                oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1])
-            )
-            .filter(oldest__isnull=False)
-            .order_by("id")
-            .select_for_update(of=("self",))
+                oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1]),
+                running=_running(),
+            ).filter(oldest__isnull=False)
         )
         if not tenants:
             return []
-        running = _running_counts(tenants)
         loads = {
-            t.id: TenantLoad(t.id, t.weight, running.get(t.id, 0), t.max_active_runs)
-            for t in sorted(tenants, key=lambda t: t.oldest)
+            t.id: TenantLoad(t.id, t.weight, t.running, t.max_active_runs)
+            for t in sorted(tenants, key=lambda t: (t.oldest, t.id))
         }
+        locked: set[str] = set()
         exhausted: set[str] = set()
-        for _ in range(CLAIM_ROUNDS):
+        for round_number in range(CLAIM_ROUNDS):
             wanted = n - len(claimed)
             if wanted <= 0:
                 break
             shares = allocate_slots([l for t, l in loads.items() if t not in exhausted], wanted)
             if not shares:
                 break
+            newly = _lock_tenants(sorted(set(shares) - locked), skip_locked=round_number > 0)
+            locked |= newly
+            recount = Tenant.objects.filter(id__in=newly).annotate(n=_running()).values_list("id", "n")
+            for tenant_id, count in recount:
+                load = loads[tenant_id]  # the exact count, now that claims of this tenant wait for us
+                loads[tenant_id] = TenantLoad(tenant_id, load.weight, count, load.max_running)
             for tenant_id, share in shares.items():
+                load = loads[tenant_id]
+                share = min(share, load.max_running - load.running)
+                if tenant_id not in locked or share <= 0:
+                    exhausted.add(tenant_id)
+                    continue
                 got = _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lease_seconds)
                 claimed.extend(got)
-                load = loads[tenant_id]
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, load.running + len(got), load.max_running)
                 if len(got) < share:
                     exhausted.add(tenant_id)
@@ -91,23 +103,29 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     return claimed
 
 
-def _running_counts(tenants: list[Tenant]) -> dict[str, int]:
-    """Running runs per (locked) tenant, read after the lock: a count in the locking
-    statement would see its snapshot from before the lock wait. On PostgreSQL each count
-    stops at the tenant's limit, so a claim costs what the limit allows, not what is running.
-    """
+def _lock_tenants(tenant_ids: list[str], *, skip_locked: bool) -> set[str]:
+    """Lock these tenants' rows in id order; the ids actually locked."""
+    if not tenant_ids:
+        return set()
+    rows = Tenant.objects.filter(id__in=tenant_ids).order_by("id").select_for_update(skip_locked=skip_locked)
+    return set(rows.values_list("id", flat=True))
+
+
+def _running():
+    """A tenant's running runs, as an annotation of a tenant query. On PostgreSQL the count
+    stops at the tenant's limit, so a claim costs what the limit allows, not what is
+    running. Exact only for a tenant this transaction has locked, and only in a statement
+    after the lock: the locking statement's own snapshot predates its wait."""
     if connection.vendor == "postgresql":
         tenant_table, run_table = Tenant._meta.db_table, Run._meta.db_table
-        capped = RawSQL(
+        return RawSQL(
             f"SELECT count(*) FROM (SELECT 1 FROM {run_table} AS r WHERE r.tenant_id = {tenant_table}.id "
             f"AND r.state = %s LIMIT {tenant_table}.max_active_runs) AS capped",
             [RunState.RUNNING],
         )
-        return dict(Tenant.objects.filter(id__in=[t.id for t in tenants]).annotate(n=capped).values_list("id", "n"))
-    # SQLite cannot LIMIT by an outer column: one grouped count.
-    return dict(
-        Run.objects.filter(tenant__in=tenants, state=RunState.RUNNING).values_list("tenant_id").annotate(n=Count("id"))
-    )
+    # SQLite cannot LIMIT by an outer column.
+    running = Run.objects.filter(tenant=OuterRef("pk"), state=RunState.RUNNING).order_by().values("tenant")
+    return Coalesce(Subquery(running.annotate(n=Count("pk")).values("n")[:1]), 0)
 
 
 def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lease_seconds) -> list[Run]:

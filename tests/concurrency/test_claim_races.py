@@ -1,16 +1,19 @@
 """Claims from several PostgreSQL sessions: each run claimed once, tenants served fairly,
-and a tenant's active-run limit held exactly while claimers race."""
+a tenant's active-run limit held exactly while claimers race, and claims for different
+tenants never waiting on each other."""
 
+import threading
 from collections import Counter
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 
 from runs import authority
 from runs.clock import authority_now
 from runs.models import Attempt, Outbox, Run, RunState
 from schedules import recurrence
-from schedules.models import Schedule
+from schedules.models import Schedule, Tenant
 from tests.concurrency.harness import complete_success, create_schedule, race, stage
 from tests.factories import make_tenant
 
@@ -126,3 +129,34 @@ def test_max_active_runs__two_concurrent_claimers__limited_tenant_passed_over(se
     again = authority.claim_many(n=10, worker_label="w")
     assert [run.tenant_id for run in again] == [limited.id]
     assert Run.objects.filter(id__in=limited_ids, state=RunState.RUNNING).count() == 3
+
+
+def test_claim__a_tenant_locked_by_another_claimer__does_not_hold_up_other_tenants(sessions):
+    """Only the tenants that get slots are locked: while another session holds the busy
+    tenant's row (a claimer serving it, mid-transaction), a claim for the other goes ahead."""
+    busy, other = make_tenant("busy"), make_tenant("other")
+    queue_manual_runs(busy, 3)
+    other_ids = queue_manual_runs(other, 1)
+    assert authority.claim(worker_label="w").tenant_id == busy.id  # busy now has one running
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_busy_tenant():
+        with transaction.atomic():
+            Tenant.objects.select_for_update().get(id=busy.id)
+            holding.set()
+            release.wait(30)
+
+    holder = sessions("claimer-serving-busy").submit(hold_busy_tenant)
+    assert holding.wait(10)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '3s'")  # a wait for busy's row fails the test
+        got = authority.claim_many(n=1, worker_label="w")
+    finally:
+        release.set()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    holder.result(10)
+
+    assert [run.id for run in got] == other_ids
