@@ -9,9 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
 from runs import authority
-from runs.relay import relay_pass
+from runs.relay import relay_pass, republish_lost_hints
 
 log = logging.getLogger(__name__)
+relay_log = logging.getLogger("scheduler.relay")
 
 
 def publish_hint(row, producer=None) -> None:
@@ -42,6 +43,15 @@ def relay_all() -> int:
         total += published
         if failed or not published:
             return total
+
+
+def republish_and_relay() -> int:
+    """One relay step (the relay command's loop and the beat backstop): republish hints the
+    broker lost, then publish everything unpublished."""
+    republished = republish_lost_hints(queue_depth)
+    if republished:
+        relay_log.warning("republishing %d hints that look lost", republished)
+    return relay_all()
 
 
 class EmbeddedDispatcher:

@@ -26,11 +26,9 @@ def execute(run_id: str, resource_class: str) -> str:
 @shared_task(name="scheduler.relay", ignore_result=True)
 def relay() -> int:
     """Relay backstop: republish lost hints, then publish what is unpublished."""
-    from runs.relay import republish_lost_hints
-    from workers.dispatch import queue_depth, relay_all
+    from workers.dispatch import republish_and_relay
 
-    republish_lost_hints(queue_depth)
-    return relay_all()
+    return republish_and_relay()
 
 
 @shared_task(name="scheduler.sweep", ignore_result=True)

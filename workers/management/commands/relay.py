@@ -1,10 +1,5 @@
-import logging
-
 from runs.loops import LoopCommand
-from runs.relay import republish_lost_hints
-from workers.dispatch import queue_depth, relay_all
-
-log = logging.getLogger("scheduler.relay")
+from workers.dispatch import republish_and_relay
 
 
 class Command(LoopCommand):
@@ -13,7 +8,4 @@ class Command(LoopCommand):
     default_interval = 0.2
 
     def step(self, **options):
-        republished = republish_lost_hints(queue_depth)
-        if republished:
-            log.warning("republishing %d hints that look lost", republished)
-        return relay_all()
+        return republish_and_relay()
