@@ -15,12 +15,21 @@ log = logging.getLogger(__name__)
 relay_log = logging.getLogger("scheduler.relay")
 
 
+# workers.tasks.execute, sent by name so that publishing never imports the task module.
+EXECUTE_TASK = "scheduler.execute"
+
+
 def publish_hint(row, producer=None) -> None:
     """Send one run id to its resource class's queue; returns once Redis accepted it."""
-    from workers.tasks import execute
+    from scheduler_project.celery import app
 
-    execute.apply_async(
-        args=[row.run_id, row.resource_class], queue=row.resource_class, retry=False, producer=producer
+    app.send_task(
+        EXECUTE_TASK,
+        args=[row.run_id, row.resource_class],
+        queue=row.resource_class,
+        retry=False,
+        producer=producer,
+        ignore_result=True,  # what the task's own apply_async would put in the message
     )
 
 

@@ -6,11 +6,13 @@ import socket
 
 from celery import shared_task
 
+from workers.dispatch import EXECUTE_TASK
+
 log = logging.getLogger(__name__)
 WORKER_LABEL = f"celery:{socket.gethostname()}:{os.getpid()}"
 
 
-@shared_task(name="scheduler.execute", ignore_result=True)
+@shared_task(name=EXECUTE_TASK, ignore_result=True)
 def execute(run_id: str, resource_class: str) -> str:
     """A dispatch hint. The worker claims through the authority (weighted-fair, within
     tenant limits) before doing anything; when nothing is claimable the hint is dropped."""
