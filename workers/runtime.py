@@ -19,7 +19,7 @@ from runs import authority
 from runs.models import Run
 from scheduler_project.errors import NotFound, StaleFence
 from scheduler_project.failpoints import failpoint, failpoint_enabled
-from workers.jobs import (
+from workers.jobs.framework import (
     JobCanceled,
     JobContext,
     JobControl,

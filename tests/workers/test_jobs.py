@@ -14,7 +14,8 @@ from decimal import Decimal
 import pytest
 
 from schedules.job_types import BUILTIN_JOB_TYPES
-from workers.jobs import (
+from workers.jobs.builtin import SalesOrder, sales_summary_html
+from workers.jobs.framework import (
     JOBS,
     JobCanceled,
     JobContext,
@@ -22,10 +23,8 @@ from workers.jobs import (
     JobLost,
     JobTimedOut,
     PermanentJobError,
-    SalesOrder,
     TransientJobError,
     get_job,
-    sales_summary_html,
 )
 
 # 02:30 UTC on Wednesday is still Tuesday evening in New York.

@@ -1,0 +1,1 @@
+"""Jobs: the framework (framework.py) and the built-in jobs (builtin.py)."""
