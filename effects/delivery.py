@@ -7,7 +7,7 @@ One delivery is three steps, and only the middle one touches the network:
    records the delivery (number, request) *before* anything is sent. The intent's
    ``next_attempt_at`` becomes the delivery's deadline.
 2. ``perform``: the provider request, outside any transaction, under the action's stable
-   identity (Message-ID / Idempotency-Key).
+   identity (Message-ID / Idempotency-Key); what it says is rendered by effects.messages.
 3. ``finish_delivery``: a second transaction records the outcome and settles the intent.
 
 A delivery row left unfinished past its deadline is evidence that the outcome is unknown:
@@ -18,22 +18,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import mimetypes
 import random
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from email import encoders
-from email.mime.base import MIMEBase
 
 from django.conf import settings
-from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Coalesce
 
 from effects import adapters
 from effects.adapters import ProviderOutcome
+from effects.messages import PreparedDelivery, email_message, request_record, webhook_payload
 from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from runs.backoff import retry_delay_seconds
 from runs.clock import authority_now
@@ -48,30 +44,6 @@ log = logging.getLogger(__name__)
 SETTLED_STATES = (EffectState.SENT, EffectState.FAILED, EffectState.SKIPPED)
 RESOLUTIONS = ("sent", "failed", "retry")
 S3_MAX_LINK_SECONDS = 7 * 86400  # presigned URLs cannot live longer
-
-
-@dataclass
-class PreparedDelivery:
-    """Everything the provider request needs, read in the claim transaction."""
-
-    intent_id: str
-    delivery_id: int
-    number: int
-    action: str
-    kind: str
-    target: dict
-    run_id: str
-    schedule_id: str
-    schedule_name: str
-    scheduled_at: object
-    result_key: str
-    result_version_id: str | None
-    result_checksum: str
-    result_size: int | None
-    result_content_type: str
-    attach: bool
-    link_seconds: int
-    request: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -223,7 +195,7 @@ def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
         result_content_type=(obj.content_type if obj is not None else run.result_content_type) or "",
         attach=attach, link_seconds=link_seconds,
     )
-    prepared.request = _request_record(prepared, now)
+    prepared.request = request_record(prepared, now)
     intent.delivery_count = number
     intent.updated_at = now
     missing = _missing_target(intent)
@@ -260,29 +232,6 @@ def _missing_target(intent: EffectIntent) -> str:
     return ""
 
 
-def message_id(action: str) -> str:
-    """Stable per action: every delivery of one intent carries the same Message-ID."""
-    return f"<{action}@{settings.EFFECT_MESSAGE_ID_DOMAIN}>"
-
-
-def _request_record(p: PreparedDelivery, now) -> dict:
-    record = {"identity": p.action, "resultVersion": p.result_version_id, "checksum": p.result_checksum}
-    if p.kind == EffectKind.EMAIL:
-        record |= {
-            "messageId": message_id(p.action),
-            "from": settings.DEFAULT_FROM_EMAIL,
-            "to": list(p.target.get("to") or []),
-            "subject": _subject(p),
-        }
-    else:
-        record |= {"url": p.target.get("url", ""), "idempotencyKey": p.action}
-    if p.attach:
-        record["attachment"] = {"filename": _filename(p), "size": p.result_size}
-    else:
-        record["link"] = {"expiresAt": instant(now + timedelta(seconds=p.link_seconds))}
-    return record
-
-
 # --- Step 2: the provider request (no transaction) ------------------------------------------
 
 
@@ -312,47 +261,12 @@ def _perform_email(p: PreparedDelivery) -> ProviderOutcome:
             return ProviderOutcome(adapters.FAILED, detail="the stored bytes do not match the canonical checksum")
     else:
         link = _download_link(p)
-    message = EmailMessage(
-        subject=_subject(p),
-        body=_email_body(p, link),
-        from_email=settings.DEFAULT_FROM_EMAIL,
-        to=list(p.target["to"]),
-        headers={
-            "Message-ID": message_id(p.action),
-            "X-Scheduler-Action": p.action,
-            "X-Scheduler-Run": p.run_id,
-            "X-Scheduler-Checksum": p.result_checksum,
-        },
-    )
-    if data is not None:
-        message.attach(_attachment(p, data))
+    message = email_message(p, data=data, link=link)
     return adapters.send_email(message, timeout=settings.EFFECT_TIMEOUT_SECONDS)
 
 
-def _attachment(p: PreparedDelivery, data: bytes) -> MIMEBase:
-    """Base64 whatever the type: a text/* part would be re-encoded with CRLF line endings,
-    and the recipient must get exactly the bytes whose checksum the message names."""
-    content_type = (p.result_content_type or "application/octet-stream").split(";")[0].strip()
-    maintype, _, subtype = content_type.partition("/")
-    part = MIMEBase(maintype or "application", subtype or "octet-stream")
-    part.set_payload(data)
-    encoders.encode_base64(part)
-    part.add_header("Content-Disposition", "attachment", filename=_filename(p))
-    return part
-
-
 def _perform_webhook(p: PreparedDelivery) -> ProviderOutcome:
-    body = {
-        "action": p.action,
-        "runId": p.run_id,
-        "scheduleId": p.schedule_id,
-        "scheduledAt": instant(p.scheduled_at),
-        "checksum": p.result_checksum,
-        "size": p.result_size,
-        "contentType": p.result_content_type,
-        "resultUrl": _download_link(p),
-        "resultUrlExpiresAt": p.request["link"]["expiresAt"],
-    }
+    body = webhook_payload(p, _download_link(p))
     return adapters.post_webhook(
         p.target["url"], body, idempotency_key=p.action, timeout=settings.EFFECT_TIMEOUT_SECONDS
     )
@@ -362,34 +276,6 @@ def _download_link(p: PreparedDelivery) -> str:
     return get_object_store().download_url(
         p.result_key, p.result_version_id, p.link_seconds, settings.PUBLIC_BASE_URL
     )
-
-
-def _subject(p: PreparedDelivery) -> str:
-    subject = p.target.get("subject")
-    if subject:
-        return subject
-    return f"{p.schedule_name or 'Scheduled report'}: run for {instant(p.scheduled_at)}"
-
-
-def _filename(p: PreparedDelivery) -> str:
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", p.schedule_name or "result").strip("-") or "result"
-    extension = mimetypes.guess_extension((p.result_content_type or "").split(";")[0].strip()) or ".bin"
-    return f"{base}-{p.scheduled_at.strftime('%Y%m%dT%H%M%SZ')}{extension}"
-
-
-def _email_body(p: PreparedDelivery, link: str | None) -> str:
-    lines = [
-        f"The scheduled run {p.run_id} of {p.schedule_name or p.schedule_id} "
-        f"(scheduled for {instant(p.scheduled_at)}) succeeded.",
-        "",
-        f"Result checksum: {p.result_checksum}",
-        f"Size: {p.result_size} bytes",
-    ]
-    if link:
-        lines += ["", f"Download (valid until {p.request['link']['expiresAt']}):", link]
-    else:
-        lines += ["", "The result is attached."]
-    return "\n".join(lines) + "\n"
 
 
 # --- Step 3: record the outcome ------------------------------------------------------------

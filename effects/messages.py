@@ -1,0 +1,142 @@
+"""Effect messages: what a delivery says to the provider, rendered from a prepared delivery.
+
+The email (subject, body, headers, attachment), the webhook payload, and the request
+record kept on each delivery row. No database, no network: effects.delivery claims,
+reads the result, calls the adapters and records the outcome.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from email import encoders
+from email.mime.base import MIMEBase
+
+from django.conf import settings
+from django.core.mail import EmailMessage
+
+from effects.models import EffectKind
+from scheduler_project.http.representations import instant
+
+
+@dataclass
+class PreparedDelivery:
+    """Everything the provider request needs, read in the claim transaction."""
+
+    intent_id: str
+    delivery_id: int
+    number: int
+    action: str
+    kind: str
+    target: dict
+    run_id: str
+    schedule_id: str
+    schedule_name: str
+    scheduled_at: object
+    result_key: str
+    result_version_id: str | None
+    result_checksum: str
+    result_size: int | None
+    result_content_type: str
+    attach: bool
+    link_seconds: int
+    request: dict = field(default_factory=dict)
+
+
+def message_id(action: str) -> str:
+    """Stable per action: every delivery of one intent carries the same Message-ID."""
+    return f"<{action}@{settings.EFFECT_MESSAGE_ID_DOMAIN}>"
+
+
+def request_record(p: PreparedDelivery, now) -> dict:
+    """What the delivery will send, recorded on its row before anything is sent."""
+    record = {"identity": p.action, "resultVersion": p.result_version_id, "checksum": p.result_checksum}
+    if p.kind == EffectKind.EMAIL:
+        record |= {
+            "messageId": message_id(p.action),
+            "from": settings.DEFAULT_FROM_EMAIL,
+            "to": list(p.target.get("to") or []),
+            "subject": _subject(p),
+        }
+    else:
+        record |= {"url": p.target.get("url", ""), "idempotencyKey": p.action}
+    if p.attach:
+        record["attachment"] = {"filename": _filename(p), "size": p.result_size}
+    else:
+        record["link"] = {"expiresAt": instant(now + timedelta(seconds=p.link_seconds))}
+    return record
+
+
+def email_message(p: PreparedDelivery, *, data: bytes | None, link: str | None) -> EmailMessage:
+    """The report mail: the result attached (``data``) or linked (``link``)."""
+    message = EmailMessage(
+        subject=_subject(p),
+        body=_email_body(p, link),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=list(p.target["to"]),
+        headers={
+            "Message-ID": message_id(p.action),
+            "X-Scheduler-Action": p.action,
+            "X-Scheduler-Run": p.run_id,
+            "X-Scheduler-Checksum": p.result_checksum,
+        },
+    )
+    if data is not None:
+        message.attach(_attachment(p, data))
+    return message
+
+
+def webhook_payload(p: PreparedDelivery, result_url: str) -> dict:
+    return {
+        "action": p.action,
+        "runId": p.run_id,
+        "scheduleId": p.schedule_id,
+        "scheduledAt": instant(p.scheduled_at),
+        "checksum": p.result_checksum,
+        "size": p.result_size,
+        "contentType": p.result_content_type,
+        "resultUrl": result_url,
+        "resultUrlExpiresAt": p.request["link"]["expiresAt"],
+    }
+
+
+def _attachment(p: PreparedDelivery, data: bytes) -> MIMEBase:
+    """Base64 whatever the type: a text/* part would be re-encoded with CRLF line endings,
+    and the recipient must get exactly the bytes whose checksum the message names."""
+    content_type = (p.result_content_type or "application/octet-stream").split(";")[0].strip()
+    maintype, _, subtype = content_type.partition("/")
+    part = MIMEBase(maintype or "application", subtype or "octet-stream")
+    part.set_payload(data)
+    encoders.encode_base64(part)
+    part.add_header("Content-Disposition", "attachment", filename=_filename(p))
+    return part
+
+
+def _subject(p: PreparedDelivery) -> str:
+    subject = p.target.get("subject")
+    if subject:
+        return subject
+    return f"{p.schedule_name or 'Scheduled report'}: run for {instant(p.scheduled_at)}"
+
+
+def _filename(p: PreparedDelivery) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", p.schedule_name or "result").strip("-") or "result"
+    extension = mimetypes.guess_extension((p.result_content_type or "").split(";")[0].strip()) or ".bin"
+    return f"{base}-{p.scheduled_at.strftime('%Y%m%dT%H%M%SZ')}{extension}"
+
+
+def _email_body(p: PreparedDelivery, link: str | None) -> str:
+    lines = [
+        f"The scheduled run {p.run_id} of {p.schedule_name or p.schedule_id} "
+        f"(scheduled for {instant(p.scheduled_at)}) succeeded.",
+        "",
+        f"Result checksum: {p.result_checksum}",
+        f"Size: {p.result_size} bytes",
+    ]
+    if link:
+        lines += ["", f"Download (valid until {p.request['link']['expiresAt']}):", link]
+    else:
+        lines += ["", "The result is attached."]
+    return "\n".join(lines) + "\n"
