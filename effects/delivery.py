@@ -89,21 +89,11 @@ def effects_pass(*, limit: int | None = None) -> PassStats:
     return stats
 
 
-def deliver_action(action: str) -> ProviderOutcome | None:
-    """Deliver one named intent now if it is due (used by tests and operators)."""
-    claimed = claim_next_delivery(PassStats(), only_action=action)
-    if claimed is None:
-        return None
-    outcome = perform(claimed)
-    finish_delivery(claimed, outcome)
-    return outcome
-
-
 # --- Step 1: claim -----------------------------------------------------------------------------
 
 
 def claim_next_delivery(
-    stats: PassStats, *, only_action: str | None = None, exclude: set[str] = frozenset(), limit: int = 100
+    stats: PassStats, *, exclude: set[str] = frozenset(), limit: int = 100
 ) -> PreparedDelivery | None:
     """Take the next due intent and record its delivery; intents that settle without a
     request (abandoned, no target, result expired) are handled on the way, at most ``limit``
@@ -112,7 +102,7 @@ def claim_next_delivery(
         now = authority_now()
         handled: list[str] = list(exclude)
         for _ in range(limit):
-            intent = _next_due(now, handled, only_action)
+            intent = _next_due(now, handled)
             if intent is None:
                 return None
             handled.append(intent.id)
@@ -129,7 +119,7 @@ def claim_next_delivery(
         return None
 
 
-def _next_due(now, handled: list[str], only_action: str | None) -> EffectIntent | None:
+def _next_due(now, handled: list[str]) -> EffectIntent | None:
     """The next due intent, locked: undated pending ones first (due as soon as created), then
     the dated ones (retry backoff, in-flight deadline, uncertain under `retry`) by due time.
     Two ordered probes, each the head of its own partial index; a held uncertain intent
@@ -143,8 +133,6 @@ def _next_due(now, handled: list[str], only_action: str | None) -> EffectIntent 
     )
     for due, order in probes:
         candidates = EffectIntent.objects.filter(due).exclude(id__in=handled)
-        if only_action is not None:
-            candidates = candidates.filter(action=only_action)
         intent = (
             candidates.select_related("run").order_by(*order).select_for_update(skip_locked=True, of=("self",)).first()
         )

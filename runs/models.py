@@ -159,10 +159,6 @@ class Run(models.Model):
     def __str__(self):
         return self.id
 
-    @property
-    def is_terminal(self):
-        return self.state in TERMINAL_STATES
-
 
 class AttemptState(models.TextChoices):
     RUNNING = "running"

@@ -1,7 +1,5 @@
 """Schedule reads, always scoped to the calling tenant."""
 
-from datetime import timedelta
-
 from schedules import recurrence
 from schedules.models import Schedule, Tenant
 from scheduler_project.errors import NotFound
@@ -34,13 +32,3 @@ def schedule_local_next_run(schedule: Schedule) -> str | None:
         return None
     return recurrence.local_rendering(recurrence.parse_rule(schedule.recurrence), schedule.next_run_at)
 
-
-def schedule_upcoming(schedule: Schedule, count: int = 5) -> list[tuple]:
-    """The next resolved instants (for the admin and the UI preview)."""
-    if schedule.next_run_at is None:
-        return []
-    rule = recurrence.parse_rule(schedule.recurrence)
-    if rule.kind == "after_completion":
-        return [(schedule.next_run_at, recurrence.local_rendering(rule, schedule.next_run_at))]
-    instants = recurrence.preview(rule, schedule.next_run_at - timedelta(microseconds=1), count)
-    return [(i, recurrence.local_rendering(rule, i)) for i in instants]

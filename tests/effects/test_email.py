@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from effects.delivery import deliver_action, effects_pass
+from effects.delivery import effects_pass
 from effects.models import EffectDelivery, EffectIntent
 from runs.clock import authority_now
 from runs.models import Outbox, StoredObject
@@ -118,10 +118,10 @@ def test_email__retry_policy_redelivers_uncertain_with_same_message_id(tenant, m
     run = succeeded_run(tenant, data=REPORT, job_type="demo.sleep",
                         effects={"email": {"to": ["stall-once@example.com"]}})
 
-    assert deliver_action(f"send-{run.id}").outcome == "uncertain"
+    assert effects_pass().outcomes == {"uncertain": 1}
     intent = intent_of(run)
     assert intent.state == "uncertain" and intent.next_attempt_at is not None  # scheduled, not held
-    assert deliver_action(f"send-{run.id}").outcome == "sent"
+    assert effects_pass().outcomes == {"sent": 1}
 
     intent.refresh_from_db()
     assert intent.state == "sent" and intent.delivery_count == 2
@@ -137,10 +137,10 @@ def test_email__refused_connection_stays_pending_then_gives_up_as_failed(tenant,
     settings.EFFECT_MAX_DELIVERIES = 2
     run = succeeded_run(tenant, data=REPORT, effects={"email": {"to": ["sales@example.com"]}})
 
-    assert deliver_action(f"send-{run.id}").outcome == "not_delivered"
+    assert effects_pass().outcomes == {"not_delivered": 1}
     intent = intent_of(run)
     assert intent.state == "pending" and intent.next_attempt_at is not None
-    assert deliver_action(f"send-{run.id}").outcome == "not_delivered"
+    assert effects_pass().outcomes == {"not_delivered": 1}
 
     intent.refresh_from_db()
     assert intent.state == "failed" and intent.delivery_count == 2
@@ -164,7 +164,7 @@ def test_email__provider_back_after_refusal_delivers(tenant, mailbox, settings, 
 )
 def test_email__permanent_refusal_fails_temporary_refusal_retries(tenant, mailbox, recipient, state):
     run = succeeded_run(tenant, data=REPORT, effects={"email": {"to": [recipient]}})
-    deliver_action(f"send-{run.id}")
+    effects_pass()
     assert intent_of(run).state == state
     assert read_mailbox(mailbox) == []
 
