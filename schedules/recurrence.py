@@ -23,7 +23,7 @@ import bisect
 import calendar
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, available_timezones
 
@@ -90,8 +90,16 @@ class Rule:
     timezone: str = "UTC"
     cron: str | None = None
     every_seconds: int | None = None
-    anchor: datetime | None = None
+    anchor: datetime | None = None  # interval only; None until `anchored`
     delay_seconds: int | None = None
+
+    def anchored(self, default_anchor: datetime) -> Rule:
+        """This rule; an interval rule without an anchor takes ``default_anchor``."""
+        if self.kind != "interval" or self.anchor is not None:
+            return self
+        if not isinstance(default_anchor, datetime) or default_anchor.utcoffset() is None:
+            raise ValueError("default_anchor must be a timezone-aware datetime")
+        return replace(self, anchor=default_anchor.astimezone(UTC))
 
     def to_dict(self) -> dict:
         if self.kind == "cron":
@@ -117,11 +125,12 @@ _ALLOWED_KEYS = {
 }
 
 
-def parse_rule(data: dict, *, default_anchor: datetime | None = None) -> Rule:
+def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_required: bool = True) -> Rule:
     """Validate the API's ``recurrence`` object and return the normalized Rule.
 
     ``default_anchor`` is used for an interval rule that omits ``anchor`` (the caller
-    typically passes the schedule's creation time).
+    typically passes the schedule's creation time). With ``anchor_required=False`` such a
+    rule comes back unanchored: requests are parsed before the creation time is known.
     """
     if not isinstance(data, dict):
         raise InvalidRecurrence("recurrence must be an object", "recurrence")
@@ -153,15 +162,13 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None) -> Rule:
 
     if kind == "interval":
         every = _parse_seconds(data, "everySeconds", minimum=1)
-        if "anchor" in data:
-            anchor = _parse_anchor(data["anchor"])
-        elif default_anchor is not None:
-            if not isinstance(default_anchor, datetime) or default_anchor.utcoffset() is None:
-                raise ValueError("default_anchor must be a timezone-aware datetime")
-            anchor = default_anchor.astimezone(UTC)
-        else:
+        anchor = _parse_anchor(data["anchor"]) if "anchor" in data else None
+        rule = Rule(kind="interval", timezone=zone_name, every_seconds=every, anchor=anchor)
+        if default_anchor is not None:
+            return rule.anchored(default_anchor)
+        if anchor is None and anchor_required:
             raise InvalidRecurrence("recurrence.anchor is required", "recurrence.anchor")
-        return Rule(kind="interval", timezone=zone_name, every_seconds=every, anchor=anchor)
+        return rule
 
     delay = _parse_seconds(data, "delaySeconds", minimum=0)
     return Rule(kind="after_completion", timezone=zone_name, delay_seconds=delay)
