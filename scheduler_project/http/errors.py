@@ -40,7 +40,8 @@ def error_body(code: str, message: str, details: dict | None = None) -> dict:
 
 
 def first_validation_error(detail, path=()) -> tuple[str | None, str]:
-    """(dotted field path, message) of the first error in a DRF ValidationError detail."""
+    """(dotted field path, message) of the first error in a DRF ValidationError detail;
+    the message is the ErrorDetail itself, so its code stays readable."""
     if isinstance(detail, dict):
         for key, value in detail.items():
             sub = path if key == "non_field_errors" else (*path, str(key))
@@ -51,7 +52,7 @@ def first_validation_error(detail, path=()) -> tuple[str | None, str]:
                 return first_validation_error(value, (*path, str(index)))
             if value:
                 return first_validation_error(value, path)
-    return (".".join(path) or None, str(detail))
+    return (".".join(path) or None, detail if isinstance(detail, str) else str(detail))
 
 
 def domain_error_body(exc: DomainError) -> dict:

@@ -1,14 +1,15 @@
-"""Strict request validation for bodies the views check themselves (worker protocol).
+"""Strict request validation: every request body is checked by a serializer built of these.
 
 DRF's stock fields coerce ("42" -> 42, 1 -> True, 5 -> "5") and ignore unknown keys; the
 contract wants exact types and unknown fields rejected, nested ones included.
 """
 
 import re
+from datetime import datetime, timezone
 
 from rest_framework import serializers
 
-from scheduler_project.errors import InvalidRequest
+from scheduler_project.errors import InvalidCron, InvalidRequest, InvalidTimezone
 from scheduler_project.http.errors import first_validation_error
 
 # Opaque ids are short tokens; anything else can never name a row, so it is answered
@@ -30,6 +31,31 @@ class StrictIntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class InstantField(serializers.DateTimeField):
+    """An ISO 8601 instant with a UTC offset or Z, as UTC; a naive time is not an instant."""
+
+    default_error_messages = {"invalid": "must be an ISO 8601 instant with a UTC offset or Z"}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or len(data) > 40:
+            self.fail("invalid")
+        try:
+            parsed = datetime.fromisoformat(data.replace("Z", "+00:00").replace("z", "+00:00"))
+            instant = parsed.astimezone(timezone.utc) if parsed.utcoffset() is not None else None
+        except (ValueError, OverflowError):
+            instant = None
+        if instant is None:
+            self.fail("invalid")
+        return instant
 
 
 class StrictCharField(serializers.CharField):
@@ -65,9 +91,9 @@ class ChecksumField(StrictCharField):
         return value
 
 
+# Rejects keys it does not declare; nested StrictSerializers do the same. (A comment, not a
+# docstring: drf-spectacular would print a docstring on every request body in the schema.)
 class StrictSerializer(serializers.Serializer):
-    """Rejects keys it does not declare; nested StrictSerializers do the same."""
-
     def to_internal_value(self, data):
         if isinstance(data, dict):
             unknown = sorted(set(data) - set(self.fields))
@@ -76,10 +102,16 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+# Error codes a field may give its ValidationError to leave the API as another contract code.
+_ERRORS_BY_CODE = {"invalid_cron": InvalidCron, "invalid_timezone": InvalidTimezone}
+
+
 def validate_body(serializer_class, data: dict) -> dict:
-    """Validated data, or InvalidRequest naming the first offending field (dotted path)."""
+    """Validated data, or the 400 error (invalid_request, or the code the field gave)
+    naming the first offending field by its dotted path."""
     serializer = serializer_class(data=data)
     if not serializer.is_valid():
         field, message = first_validation_error(serializer.errors)
-        raise InvalidRequest(f"{field}: {message}" if field else message, field=field)
+        error_class = _ERRORS_BY_CODE.get(getattr(message, "code", None), InvalidRequest)
+        raise error_class(f"{field}: {message}" if field else message, field=field)
     return serializer.validated_data
