@@ -98,7 +98,7 @@ def main():
         from schedules.models import Schedule
 
         schedule = Schedule.objects.filter(tenant=tenant).first()
-        run_ids = [run_once(tenant=tenant, schedule_id=schedule.id, body={})[0].id for _ in range(200)]
+        run_ids = [run_once(tenant=tenant, schedule_id=schedule.id)[0].id for _ in range(200)]
         status = load(port, token, args.requests, args.concurrency,
                       lambda t, i: ("GET", f"/api/v1/runs/{run_ids[(t * 31 + i) % len(run_ids)]}", None))
         history = load(port, token, args.requests // 4, args.concurrency,

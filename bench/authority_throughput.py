@@ -16,12 +16,13 @@ from _setup import clone_schedule, django_on, median
 
 def make_wave(tenant, n):
     from schedules.services import schedule_create
+    from scheduler_project.http.schedule_requests import schedule_spec
     from runs.clock import authority_now
 
     template, _ = schedule_create(
         tenant=tenant,
-        body={"name": "wave", "jobType": "demo.sleep", "params": {"seconds": 0},
-              "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"},
+        spec=schedule_spec({"name": "wave", "jobType": "demo.sleep", "params": {"seconds": 0},
+                            "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"}),
     )
     clone_schedule(template, n - 1, authority_now() - timedelta(seconds=1))
 

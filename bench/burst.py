@@ -51,12 +51,13 @@ def configure(mode, var_dir):
 
 def create_burst(n, due):
     from schedules.services import schedule_create
+    from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.tenants import tenant_create
 
     tenant, _ = tenant_create(name=f"burst-{time.time_ns()}", max_active_runs=10**6, max_schedules=10**7)
-    template, _ = schedule_create(tenant=tenant, body={
+    template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
         "name": "burst", "jobType": "demo.sleep", "params": {"seconds": 0},
-        "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"})
+        "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"}))
     clone_schedule(template, n - 1, due)
     return tenant
 

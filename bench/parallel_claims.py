@@ -20,13 +20,14 @@ def queue_runs(tenants: int, per_tenant: int) -> None:
     from runs.clock import authority_now
     from runs.loops import scan_pass
     from schedules.services import schedule_create
+    from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.tenants import tenant_create
 
     for i in range(tenants):
         tenant, _ = tenant_create(name=f"claims-{i}", max_active_runs=10**6)
-        template, _ = schedule_create(tenant=tenant, body={
+        template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
             "name": "wave", "jobType": "demo.sleep", "params": {"seconds": 0},
-            "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"})
+            "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"}))
         clone_schedule(template, per_tenant - 1, authority_now() - timedelta(seconds=1))
     scan_pass()
 

@@ -116,13 +116,14 @@ def create_beat_tasks(n: int, due: datetime) -> None:
 
 def create_our_schedules(n: int, due: datetime) -> None:
     from schedules.services import schedule_create
+    from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.tenants import tenant_create
 
     tenant, _ = tenant_create(name="peer", max_active_runs=10**7, max_schedules=10**7)
-    template, _ = schedule_create(tenant=tenant, body={
+    template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
         "name": "peer", "jobType": "demo.sleep", "params": {"seconds": 0},
         "recurrence": {"kind": "cron", "cron": f"{due.minute} {due.hour} * * *", "timezone": "UTC"},
-        "overlapPolicy": "allow"})
+        "overlapPolicy": "allow"}))
     template.refresh_from_db()
     assert template.next_run_at == due, (template.next_run_at, due)
     clone_schedule(template, n - 1, due)

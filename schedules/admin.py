@@ -111,6 +111,6 @@ class ScheduleAdmin(ReadOnlyAdmin):
             self,
             request,
             queryset,
-            lambda s: run_once(tenant=s.tenant, schedule_id=s.id, body={}, idempotency_key=None),
+            lambda s: run_once(tenant=s.tenant, schedule_id=s.id),
             "Queued a run for",
         )

@@ -1,28 +1,16 @@
 """Schedule writes: create, revise, pause, resume, delete. Each is one transaction."""
 
 import zlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 
 from schedules import recurrence
 from schedules.models import JobType, RequestKey, Schedule, ScheduleRevision, Tenant
-from schedules.validation import (
-    parse_effects,
-    parse_instant,
-    parse_name,
-    parse_policies,
-    parse_recurrence,
-    parse_retry,
-    reject_unknown,
-    require_int,
-    require_object,
-    validate_params,
-)
+from schedules.specs import ScheduleSpec, default_payload, validate_params, validate_retry
 from runs.authority.locks import lock_schedule
 from runs.authority.materialize import catch_up_on_resume
-from runs.authority.operations import request_hash
 from runs.clock import authority_now
 from runs.models import ACTIVE_STATES, Trigger
 from scheduler_project.errors import (
@@ -33,52 +21,31 @@ from scheduler_project.errors import (
     RevisionConflict,
 )
 
-CREATE_FIELDS = {
-    "name", "jobType", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds",
-    "overlapPolicy", "retry", "effects",
-}
-UPDATE_FIELDS = (CREATE_FIELDS - {"jobType"}) | {"expectedRevision"}
-DEFAULT_POLICIES = {"misfirePolicy": "latest_only", "misfireGraceSeconds": 60, "overlapPolicy": "buffer_one"}
-PREVIEW_MAX = 100
 
+def schedule_create(
+    *, tenant: Tenant, spec: ScheduleSpec, idempotency_key: str | None = None, request_hash: str = ""
+) -> tuple[Schedule, bool]:
+    """201 path of POST /schedules; precedence 400, 403 job type, replay, 409, 429.
 
-def schedule_create(*, tenant: Tenant, body: dict, idempotency_key: str | None = None) -> tuple[Schedule, bool]:
-    """201 path of POST /schedules; precedence 400, 403 job type, replay, 409, 429."""
-    require_object(body, "")
-    reject_unknown(body, CREATE_FIELDS, "")
-    for required in ("name", "jobType", "recurrence"):
-        if required not in body:
-            raise InvalidRequest(f"{required} is required", field=required)
-    name = parse_name(body["name"])
-    if not isinstance(body["jobType"], str):
-        raise InvalidRequest("jobType must be a string", field="jobType")
-    job_type = JobType.objects.filter(name=body["jobType"], enabled=True).first()
+    `request_hash` identifies the request that carried `idempotency_key`: a replay must match it.
+    """
+    job_type = JobType.objects.filter(name=spec.job_type, enabled=True).first()
     if job_type is None:
-        raise InvalidRequest(f"unknown job type {body['jobType'][:100]!r}", field="jobType")
-    now = authority_now()
-    rule = parse_recurrence(body["recurrence"], default_anchor=now)
-    params = require_object(body.get("params", {}), "params")
-    validate_params(job_type, params)
-    spec = {
-        "name": name,
-        "jobType": job_type.name,
-        "params": params,
-        "recurrence": rule.to_dict(),
-        **parse_policies(body, DEFAULT_POLICIES),
-        "retry": parse_retry(body.get("retry"), job_type),
-        "effects": parse_effects(body.get("effects")),
-    }
+        raise InvalidRequest(f"unknown job type {spec.job_type[:100]!r}", field="jobType")
+    spec = spec.anchored(authority_now())
+    payload = spec.payload_over(default_payload(job_type))
+    validate_params(job_type, payload["params"])
+    validate_retry(payload["retry"])
     if not tenant.allowed_job_types.filter(name=job_type.name).exists():
         raise JobTypeForbidden(f"this tenant may not use job type {job_type.name}")
 
-    digest = request_hash(body)
     with transaction.atomic():
         # The tenant lock serializes creates: quota counts and key look-ups are exact.
         Tenant.objects.select_for_update().filter(id=tenant.id).first()
         if idempotency_key:
             previous = RequestKey.objects.filter(tenant=tenant, scope="schedules", key=idempotency_key).first()
             if previous is not None:
-                if previous.request_hash != digest:
+                if previous.request_hash != request_hash:
                     raise IdempotencyConflict("this Idempotency-Key was used with a different request")
                 return Schedule.objects.get(id=previous.resource_id), False
         live = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).count()
@@ -90,13 +57,14 @@ def schedule_create(*, tenant: Tenant, body: dict, idempotency_key: str | None =
         now = authority_now()
         schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
         schedule.bucket = due_bucket(schedule.id)
-        _apply_spec(schedule, spec)
-        schedule.next_run_at = _first_instant(rule, now)
+        _apply_payload(schedule, payload)
+        schedule.next_run_at = _first_instant(spec.recurrence, now)
         schedule.save(force_insert=True)
-        ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=spec)
+        ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload)
         if idempotency_key:
             RequestKey.objects.create(
-                tenant=tenant, scope="schedules", key=idempotency_key, request_hash=digest, resource_id=schedule.id
+                tenant=tenant, scope="schedules", key=idempotency_key, request_hash=request_hash,
+                resource_id=schedule.id,
             )
     return schedule, True
 
@@ -106,47 +74,32 @@ def due_bucket(schedule_id: str) -> int:
     return zlib.crc32(schedule_id.encode()) % settings.DUE_BUCKETS
 
 
-def schedule_update(*, tenant: Tenant, schedule_id: str, body: dict) -> Schedule:
+def schedule_update(*, tenant: Tenant, schedule_id: str, expected_revision: int, changes: ScheduleSpec) -> Schedule:
     """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict."""
-    require_object(body, "")
-    reject_unknown(body, UPDATE_FIELDS, "")
-    if "expectedRevision" not in body:
-        raise InvalidRequest("expectedRevision is required", field="expectedRevision")
-    expected = require_int(body["expectedRevision"], "expectedRevision", 1, 2**31 - 1)
     with transaction.atomic():
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
         now = authority_now()
+        changes = changes.anchored(now)
         current = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision).payload
-        spec = dict(current)
-        if "name" in body:
-            spec["name"] = parse_name(body["name"])
-        if "params" in body:
-            spec["params"] = require_object(body["params"], "params")
-            validate_params(job_type, spec["params"])
-        rule_changed = "recurrence" in body
-        if rule_changed:
-            spec["recurrence"] = parse_recurrence(body["recurrence"], default_anchor=now).to_dict()
-        spec.update(parse_policies(body, {k: current[k] for k in DEFAULT_POLICIES}))
-        if "retry" in body:
-            spec["retry"] = parse_retry({**current["retry"], **require_object(body["retry"], "retry")}, job_type)
-        if "effects" in body:
-            spec["effects"] = parse_effects(body["effects"])
-        if expected != schedule.revision:
+        payload = changes.payload_over(current)
+        if changes.params is not None:
+            validate_params(job_type, payload["params"])
+        validate_retry(payload["retry"])
+        if expected_revision != schedule.revision:
             error = RevisionConflict(
-                f"expectedRevision {expected} is not current; the schedule is at revision {schedule.revision}"
+                f"expectedRevision {expected_revision} is not current; the schedule is at revision {schedule.revision}"
             )
             error.current = schedule
             raise error
         schedule.revision += 1
-        _apply_spec(schedule, spec)
-        if rule_changed and not schedule.paused:
-            rule = recurrence.parse_rule(spec["recurrence"])
+        _apply_payload(schedule, payload)
+        if changes.recurrence is not None and not schedule.paused:
             # Only occurrences not yet materialized follow the new rule.
-            if rule.kind != "after_completion" or schedule.next_run_at is not None:
-                schedule.next_run_at = _first_instant(rule, now)
+            if changes.recurrence.kind != "after_completion" or schedule.next_run_at is not None:
+                schedule.next_run_at = _first_instant(changes.recurrence, now)
         schedule.save()
-        ScheduleRevision.objects.create(schedule=schedule, revision=schedule.revision, payload=spec)
+        ScheduleRevision.objects.create(schedule=schedule, revision=schedule.revision, payload=payload)
     return schedule
 
 
@@ -194,14 +147,11 @@ def schedule_delete(*, tenant: Tenant, schedule_id: str) -> None:
         schedule.save(update_fields=["deleted_at", "next_run_at", "paused", "updated_at"])
 
 
-def schedule_preview(*, body: dict) -> list[tuple]:
-    require_object(body, "")
-    reject_unknown(body, {"recurrence", "count", "after"}, "")
-    if "recurrence" not in body:
-        raise InvalidRequest("recurrence is required", field="recurrence")
-    count = require_int(body.get("count", 5), "count", 1, PREVIEW_MAX)
-    after = parse_instant(body["after"], "after") if body.get("after") is not None else authority_now()
-    rule = parse_recurrence(body["recurrence"], default_anchor=after)
+def schedule_preview(*, rule: recurrence.Rule, after: datetime | None = None, count: int = 5) -> list[tuple]:
+    """The next `count` instants of `rule` after `after` (default now), with local renderings."""
+    if after is None:
+        after = authority_now()
+    rule = rule.anchored(after)
     if rule.kind == "after_completion":
         instants = [after + timedelta(seconds=rule.delay_seconds)]
     else:
@@ -216,14 +166,14 @@ def _first_instant(rule: recurrence.Rule, now):
     return recurrence.next_after(rule, now - timedelta(microseconds=1))
 
 
-def _apply_spec(schedule: Schedule, spec: dict) -> None:
-    schedule.name = spec["name"]
-    schedule.params = spec["params"]
-    schedule.recurrence = spec["recurrence"]
-    schedule.misfire_policy = spec["misfirePolicy"]
-    schedule.misfire_grace_seconds = spec["misfireGraceSeconds"]
-    schedule.overlap_policy = spec["overlapPolicy"]
-    schedule.retry_max_attempts = spec["retry"]["maxAttempts"]
-    schedule.retry_initial_delay_seconds = spec["retry"]["initialDelaySeconds"]
-    schedule.retry_max_delay_seconds = spec["retry"]["maxDelaySeconds"]
-    schedule.effects = spec["effects"]
+def _apply_payload(schedule: Schedule, payload: dict) -> None:
+    schedule.name = payload["name"]
+    schedule.params = payload["params"]
+    schedule.recurrence = payload["recurrence"]
+    schedule.misfire_policy = payload["misfirePolicy"]
+    schedule.misfire_grace_seconds = payload["misfireGraceSeconds"]
+    schedule.overlap_policy = payload["overlapPolicy"]
+    schedule.retry_max_attempts = payload["retry"]["maxAttempts"]
+    schedule.retry_initial_delay_seconds = payload["retry"]["initialDelaySeconds"]
+    schedule.retry_max_delay_seconds = payload["retry"]["maxDelaySeconds"]
+    schedule.effects = payload["effects"]

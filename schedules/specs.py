@@ -83,4 +83,6 @@ def validate_params(job_type: JobType, params: dict) -> None:
 def validate_retry(retry: dict) -> None:
     """The given delays over the job type's defaults must still make a backoff."""
     if retry["maxDelaySeconds"] < retry["initialDelaySeconds"]:
-        raise InvalidRequest("retry.maxDelaySeconds must not be below initialDelaySeconds", field="retry.maxDelaySeconds")
+        raise InvalidRequest(
+            "retry.maxDelaySeconds must not be below initialDelaySeconds", field="retry.maxDelaySeconds"
+        )

@@ -20,6 +20,17 @@ from scheduler_project.http import schemas
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.representations import instant, run_representation, schedule_representation
+from scheduler_project.http.schedule_requests import (
+    PreviewSerializer,
+    RunOnceSerializer,
+    ScheduleCreateSerializer,
+    ScheduleUpdateSerializer,
+    preview_arguments,
+    request_hash,
+    run_once_arguments,
+    schedule_changes,
+    schedule_spec,
+)
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import lookup_id
 from scheduler_project.http.views import (
@@ -67,7 +78,7 @@ class ScheduleCollectionView(TenantAPIView):
         operation_id="schedules_create",
         tags=TAGS,
         parameters=[schemas.IDEMPOTENCY_KEY_PARAMETER],
-        request=schemas.ScheduleCreateSerializer,
+        request=ScheduleCreateSerializer,
         responses={
             201: schemas.ScheduleSerializer,
             200: OpenApiResponse(schemas.ScheduleSerializer, description="Idempotent replay"),
@@ -77,7 +88,9 @@ class ScheduleCollectionView(TenantAPIView):
     def post(self, request):
         key = idempotency_key(request)
         body = json_object_body(request)
-        schedule, created = schedule_create(tenant=request.tenant, body=body, idempotency_key=key)
+        schedule, created = schedule_create(
+            tenant=request.tenant, spec=schedule_spec(body), idempotency_key=key, request_hash=request_hash(body)
+        )
         return Response(schedule_representation(schedule), status=_created_status(created))
 
 
@@ -85,12 +98,11 @@ class SchedulePreviewView(TenantAPIView):
     @extend_schema(
         operation_id="schedules_preview",
         tags=TAGS,
-        request=schemas.PreviewSerializer,
+        request=PreviewSerializer,
         responses={200: schemas.PreviewResponseSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request):
-        body = json_object_body(request)
-        instants = schedule_preview(body=body)
+        instants = schedule_preview(**preview_arguments(json_object_body(request)))
         return Response({"instants": [{"at": instant(at), "local": local} for at, local in instants]})
 
 
@@ -109,12 +121,17 @@ class ScheduleDetailView(TenantAPIView):
     @extend_schema(
         operation_id="schedules_update",
         tags=TAGS,
-        request=schemas.ScheduleUpdateSerializer,
+        request=ScheduleUpdateSerializer,
         responses={200: schemas.ScheduleSerializer, **error_responses(400, 401, 403, 404, 409)},
     )
     def patch(self, request, schedule_id):
-        body = json_object_body(request)
-        schedule = schedule_update(tenant=request.tenant, schedule_id=lookup_id(schedule_id), body=body)
+        expected_revision, changes = schedule_changes(json_object_body(request))
+        schedule = schedule_update(
+            tenant=request.tenant,
+            schedule_id=lookup_id(schedule_id),
+            expected_revision=expected_revision,
+            changes=changes,
+        )
         return Response(schedule_representation(schedule))
 
     @extend_schema(
@@ -195,7 +212,7 @@ class ScheduleRunsView(TenantAPIView):
         operation_id="schedules_runs_create",
         tags=TAGS,
         parameters=[schemas.IDEMPOTENCY_KEY_PARAMETER],
-        request=schemas.RunOnceSerializer,
+        request=RunOnceSerializer,
         responses={
             201: schemas.RunSerializer,
             200: OpenApiResponse(schemas.RunSerializer, description="Idempotent replay"),
@@ -206,6 +223,10 @@ class ScheduleRunsView(TenantAPIView):
         key = idempotency_key(request)
         body = json_object_body(request, allow_empty=True)
         run, created = run_once(
-            tenant=request.tenant, schedule_id=lookup_id(schedule_id), body=body, idempotency_key=key
+            tenant=request.tenant,
+            schedule_id=lookup_id(schedule_id),
+            **run_once_arguments(body),
+            idempotency_key=key,
+            request_hash=request_hash(body),
         )
         return Response(run_representation(run), status=_created_status(created))

@@ -1,47 +1,36 @@
 """Client operations on occurrences: run once, cancel, and promotion of due pending runs."""
 
-import hashlib
-import json
+from datetime import datetime
 
 from django.db import transaction
 
 from schedules.models import JobType, RequestKey, ScheduleRevision
-from schedules.validation import parse_instant, reject_unknown, validate_params
+from schedules.specs import validate_params
 from runs.authority.locks import lock_schedule, lock_schedule_then_run
 from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
 from runs.bulk import bulk_set
 from runs.clock import authority_now
 from runs.models import Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
-from scheduler_project.errors import IdempotencyConflict, InvalidRequest, InvalidState
-
-RUN_ONCE_FIELDS = {"params", "runAt"}
+from scheduler_project.errors import IdempotencyConflict, InvalidState
 
 
-def request_hash(body) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def run_once(*, tenant, schedule_id: str, body: dict, idempotency_key: str | None = None) -> tuple[Run, bool]:
-    """Create one manual occurrence; the same key returns the same run."""
-    if not isinstance(body, dict):
-        raise InvalidRequest("the body must be a JSON object")
-    reject_unknown(body, RUN_ONCE_FIELDS, "")
-    override = body.get("params", {})
-    if not isinstance(override, dict):
-        raise InvalidRequest("params must be an object", field="params")
-    run_at = parse_instant(body["runAt"], "runAt") if body.get("runAt") is not None else None
+def run_once(
+    *, tenant, schedule_id: str, params: dict | None = None, run_at: datetime | None = None,
+    idempotency_key: str | None = None, request_hash: str = "",
+) -> tuple[Run, bool]:
+    """Create one manual occurrence (`params` over the schedule's, due at `run_at` or now);
+    the same key returns the same run if `request_hash` matches the request that carried it."""
     with transaction.atomic():
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
-        params = {**schedule.params, **override}
+        params = {**schedule.params, **(params or {})}
         validate_params(job_type, params)
         scope = f"runs:{schedule.id}"
-        digest = request_hash(body)
         if idempotency_key:
             previous = RequestKey.objects.filter(tenant=tenant, scope=scope, key=idempotency_key).first()
             if previous is not None:
-                if previous.request_hash != digest:
+                if previous.request_hash != request_hash:
                     raise IdempotencyConflict("this Idempotency-Key was used with a different request")
                 return Run.objects.get(id=previous.resource_id), False
         now = authority_now()
@@ -69,7 +58,7 @@ def run_once(*, tenant, schedule_id: str, body: dict, idempotency_key: str | Non
             outbox.save()
         if idempotency_key:
             RequestKey.objects.create(
-                tenant=tenant, scope=scope, key=idempotency_key, request_hash=digest, resource_id=run.id
+                tenant=tenant, scope=scope, key=idempotency_key, request_hash=request_hash, resource_id=run.id
             )
         return run, True
 

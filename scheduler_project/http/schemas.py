@@ -1,7 +1,8 @@
 """OpenAPI descriptions of the contract's bodies (drf-spectacular components).
 
-Serializers here describe; they do not validate schedule bodies (the services do) and
-never save anything. The worker-protocol request serializers also validate, strictly.
+Response serializers here describe and never save anything; the worker-protocol request
+serializers also validate, strictly. Schedule and run-once requests are in
+`schedule_requests`.
 """
 
 from drf_spectacular.openapi import AutoSchema
@@ -9,6 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from schedules.models import MisfirePolicy, OverlapPolicy, ResourceClass
+from scheduler_project.http.schedule_requests import EffectsSerializer
 from scheduler_project.http.validation import (
     MAX_BIGINT,
     ChecksumField,
@@ -59,59 +61,6 @@ def error_responses(*statuses: int) -> dict:
 # --- Schedules ---------------------------------------------------------------------------
 
 
-class RecurrenceSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion"])
-    cron = serializers.CharField(required=False, max_length=200, help_text="5-field cron (kind=cron)")
-    timezone = serializers.CharField(required=False, help_text="IANA time-zone name; default UTC")
-    everySeconds = serializers.IntegerField(required=False, min_value=1, help_text="kind=interval")
-    anchor = serializers.DateTimeField(required=False, help_text="kind=interval; default: creation")
-    delaySeconds = serializers.IntegerField(required=False, min_value=0, help_text="kind=after_completion")
-
-
-class RetrySerializer(serializers.Serializer):
-    maxAttempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
-    initialDelaySeconds = serializers.FloatField(required=False, min_value=0, max_value=86400)
-    maxDelaySeconds = serializers.FloatField(
-        required=False, min_value=0, max_value=86400, help_text="Not below initialDelaySeconds"
-    )
-
-
-class EmailEffectSerializer(serializers.Serializer):
-    to = serializers.ListField(child=serializers.EmailField(max_length=254), min_length=1, max_length=50)
-    subject = serializers.CharField(required=False, max_length=200, help_text="One line")
-    attach = serializers.BooleanField(required=False, help_text="Attach the result file")
-
-
-class WebhookEffectSerializer(serializers.Serializer):
-    url = serializers.URLField(max_length=2000, help_text="http(s) URL")
-
-
-class EffectsSerializer(serializers.Serializer):
-    email = EmailEffectSerializer(required=False, allow_null=True)
-    webhook = WebhookEffectSerializer(required=False, allow_null=True)
-
-
-class ScheduleWriteFields(serializers.Serializer):
-    params = serializers.DictField(required=False, help_text="Validated against the job type's schema.")
-    recurrence = RecurrenceSerializer(required=False)
-    misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values, required=False)
-    misfireGraceSeconds = serializers.IntegerField(required=False, min_value=0, max_value=7 * 86400)
-    overlapPolicy = serializers.ChoiceField(choices=OverlapPolicy.values, required=False)
-    retry = RetrySerializer(required=False, allow_null=True)
-    effects = EffectsSerializer(required=False, allow_null=True)
-
-
-class ScheduleCreateSerializer(ScheduleWriteFields):
-    name = serializers.CharField(max_length=200)
-    jobType = serializers.CharField(max_length=100, help_text="e.g. report.sales, demo.sleep")
-    recurrence = RecurrenceSerializer()
-
-
-class ScheduleUpdateSerializer(ScheduleWriteFields):
-    expectedRevision = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
-    name = serializers.CharField(max_length=200, required=False)
-
-
 class ScheduleRetrySerializer(serializers.Serializer):
     maxAttempts = serializers.IntegerField()
     initialDelaySeconds = serializers.FloatField()
@@ -142,12 +91,6 @@ class ScheduleListSerializer(serializers.Serializer):
     nextCursor = serializers.CharField(allow_null=True)
 
 
-class PreviewSerializer(serializers.Serializer):
-    recurrence = RecurrenceSerializer()
-    count = serializers.IntegerField(required=False, min_value=1, max_value=100)
-    after = serializers.DateTimeField(required=False, help_text="Exclusive; default now")
-
-
 class PreviewInstantSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     local = serializers.CharField()
@@ -158,11 +101,6 @@ class PreviewResponseSerializer(serializers.Serializer):
 
 
 # --- Runs --------------------------------------------------------------------------------
-
-
-class RunOnceSerializer(serializers.Serializer):
-    params = serializers.DictField(required=False)
-    runAt = serializers.DateTimeField(required=False)
 
 
 class AttemptSerializer(serializers.Serializer):

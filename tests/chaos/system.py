@@ -26,6 +26,7 @@ from runs.clock import authority_now
 from runs.models import TERMINAL_STATES, Attempt, AttemptState, Run
 from schedules.models import JobType, Schedule
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from tests.chaos.invariants import InvariantReport, check_invariants
 from tests.e2e.processes import PYTHON, wait_until
 from tests.factories import make_tenant
@@ -174,17 +175,17 @@ class ChaosSystem:
         """``n`` run-once requests of demo.sleep, each sleeping ``seconds`` (spread evenly);
         every ``fail_every``-th one fails transiently (retried, then failed for good)."""
         load = load or Load(self.tenant())
-        schedule, _ = schedule_create(tenant=load.tenant, body={
+        schedule, _ = schedule_create(tenant=load.tenant, spec=schedule_spec({
             "name": "burst", "jobType": "demo.sleep", "params": {"seconds": 0},
             "recurrence": {"kind": "cron", "cron": YEARLY}, "overlapPolicy": "allow", "retry": RETRY,
-        })
+        }))
         load.schedule_ids.append(schedule.id)
         low, high = seconds
         for i in range(n):
             params = {"seconds": round(low + (high - low) * (i % 9) / 8, 3)}
             if fail_every and i % fail_every == fail_every - 1:
                 params["fail"] = "transient"
-            run, _ = authority.run_once(tenant=load.tenant, schedule_id=schedule.id, body={"params": params})
+            run, _ = authority.run_once(tenant=load.tenant, schedule_id=schedule.id, params=params)
             load.run_ids.append(run.id)
         return load
 
@@ -203,7 +204,7 @@ class ChaosSystem:
                                "anchor": start.isoformat().replace("+00:00", "Z")},
                 "retry": RETRY, **policies[i % len(policies)],
             }
-            schedule, _ = schedule_create(tenant=load.tenant, body=body)
+            schedule, _ = schedule_create(tenant=load.tenant, spec=schedule_spec(body))
             load.schedule_ids.append(schedule.id)
             load.recurring_ids.append(schedule.id)
         Schedule.objects.filter(id__in=load.recurring_ids).update(next_run_at=start)

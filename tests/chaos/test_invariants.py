@@ -13,6 +13,7 @@ from runs.clock import authority_now
 from runs.models import Attempt, Run, RunState, StoredObject
 from schedules.models import Schedule
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from tests.chaos.invariants import check_invariants
 from tests.factories import make_tenant
 from workers.objectstore import get_object_store
@@ -36,11 +37,11 @@ def history():
     """One interval schedule three instants overdue, every occurrence run to success."""
     tenant = make_tenant("inv")
     start = authority_now().replace(microsecond=0) - timedelta(seconds=EVERY * 2)
-    schedule, _ = schedule_create(tenant=tenant, body={
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
         "name": "s", "jobType": "demo.sleep", "params": {"seconds": 0}, "misfirePolicy": "run_all",
         "overlapPolicy": "allow",
         "recurrence": {"kind": "interval", "everySeconds": EVERY, "anchor": start.isoformat()},
-    })
+    }))
     Schedule.objects.filter(id=schedule.id).update(next_run_at=start)
     authority.materialize_due()
     while (run := authority.claim(worker_label="t")) is not None:

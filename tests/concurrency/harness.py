@@ -20,6 +20,7 @@ from runs.clock import authority_now
 from runs.models import Attempt, Run, StoredObject
 from schedules.models import Schedule
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 
 # One instant per make_due(): after the instant we set, this rule's next one is months away.
 YEARLY = "0 0 1 1 *"
@@ -34,7 +35,7 @@ def create_schedule(tenant, *, cron: str = YEARLY, name: str = "s", params: dict
         "recurrence": {"kind": "cron", "cron": cron},
         **extra,
     }
-    schedule, _ = schedule_create(tenant=tenant, body=body)
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec(body))
     return schedule
 
 

@@ -27,7 +27,7 @@ def queue_manual_runs(tenant, count: int, *, per_schedule: int = 10) -> list[str
     for i in range(count):
         if i % per_schedule == 0:
             schedule = create_schedule(tenant, name=f"{tenant.name}-{i}", overlapPolicy="allow")
-        run, _ = authority.run_once(tenant=tenant, schedule_id=schedule.id, body={})
+        run, _ = authority.run_once(tenant=tenant, schedule_id=schedule.id)
         ids.append(run.id)
     assert Run.objects.filter(id__in=ids, state=RunState.QUEUED).count() == count
     return ids

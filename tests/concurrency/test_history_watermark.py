@@ -8,20 +8,21 @@ from django.db import connection, transaction
 
 from runs.authority import run_once
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from tests.factories import api_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_history_watermark__stays_before_an_uncommitted_run(tenant):
-    schedule, _ = schedule_create(tenant=tenant, body={
-        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "0 9 * * *"}})
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
+        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "0 9 * * *"}}))
     inserted, release, created = threading.Event(), threading.Event(), {}
 
     def slow_creator():
         try:
             with transaction.atomic():
-                run, _ = run_once(tenant=tenant, schedule_id=schedule.id, body={})
+                run, _ = run_once(tenant=tenant, schedule_id=schedule.id)
                 created["run"] = run
                 inserted.set()
                 release.wait(10)

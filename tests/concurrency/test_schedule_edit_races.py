@@ -7,6 +7,7 @@ from runs import authority
 from runs.models import AttemptState, Run, RunState
 from schedules.models import Schedule, ScheduleRevision
 from schedules.services import schedule_update
+from schedules.specs import ScheduleSpec
 from scheduler_project.errors import RevisionConflict
 from tests.concurrency.harness import create_schedule, expire_lease, materialize_one, race
 
@@ -23,8 +24,8 @@ def test_concurrent_edits__same_expected_revision__one_wins_other_conflicts_with
         assert materialized.revision == n
 
         def edit(seconds):
-            return lambda: schedule_update(tenant=tenant, schedule_id=schedule.id,
-                                           body={"expectedRevision": n, "params": {"seconds": seconds}})
+            return lambda: schedule_update(tenant=tenant, schedule_id=schedule.id, expected_revision=n,
+                                           changes=ScheduleSpec(params={"seconds": seconds}))
 
         outcomes = race((admin, edit(100 + n)), (client, edit(200 + n)))
 
@@ -58,9 +59,8 @@ def test_retry_backoff__edit_between_attempts__retries_keep_original_revision_an
 
     first = worker.call(authority.claim, worker_label="w")
     assert first.id == run.id and first.revision == 1
-    editor.call(schedule_update, tenant=tenant, schedule_id=schedule.id,
-                body={"expectedRevision": 1, "params": {"seconds": 9, "fail": "never"},
-                      "retry": {"maxAttempts": 10}})
+    editor.call(schedule_update, tenant=tenant, schedule_id=schedule.id, expected_revision=1,
+                changes=ScheduleSpec(params={"seconds": 9, "fail": "never"}, retry={"maxAttempts": 10}))
     worker.call(authority.complete, run_id=run.id, attempt_id=first.current_attempt_id, fence=first.fence,
                 outcome="failed", error="transient", retryable=True)
     assert Run.objects.get(id=run.id).state == RunState.PENDING
@@ -71,8 +71,8 @@ def test_retry_backoff__edit_between_attempts__retries_keep_original_revision_an
     assert second.payload == original and second.payload["params"] == {"seconds": 1, "fail": "transient"}
 
     # A lease expiry is another way to get a retry: same story.
-    editor.call(schedule_update, tenant=tenant, schedule_id=schedule.id,
-                body={"expectedRevision": 2, "params": {"seconds": 3}})
+    editor.call(schedule_update, tenant=tenant, schedule_id=schedule.id, expected_revision=2,
+                changes=ScheduleSpec(params={"seconds": 3}))
     expire_lease(run.id)
     assert authority.sweep_expired_leases() == 1
     third = worker.call(authority.claim, worker_label="w")

@@ -17,6 +17,7 @@ from runs.clock import authority_now
 from runs.models import Attempt, Run, StoredObject
 from schedules.models import Schedule
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 YEARLY = "0 0 1 1 *"  # after the instant we make due, the next one is months away
@@ -69,7 +70,7 @@ def make_schedule(tenant, *, job_type: str = "report.sales", effects: dict | Non
             "recurrence": {"kind": "cron", "cron": YEARLY}}
     if effects is not None:
         body["effects"] = effects
-    schedule, _ = schedule_create(tenant=tenant, body=body)
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec(body))
     return schedule
 
 

@@ -9,6 +9,7 @@ from runs.clock import authority_now
 from runs.models import Attempt, AttemptState, ObjectState, Outbox, Run, RunState, StoredObject
 from schedules.models import Schedule
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from scheduler_project.errors import InvalidState, StaleFence
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +28,7 @@ def file_objects(settings, tmp_path):
 def make_due_schedule(tenant, *, cron="* * * * *", **extra):
     body = {"name": "s", "jobType": "demo.sleep", "params": {"seconds": 0},
             "recurrence": {"kind": "cron", "cron": cron}, **extra}
-    schedule, _ = schedule_create(tenant=tenant, body=body)
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec(body))
     Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
     return Schedule.objects.get(id=schedule.id)
 

@@ -147,7 +147,7 @@ class AuthorityMachine(RuleBasedStateMachine):
         authority.materialize_due()
 
     def run_once(self, which: int):
-        authority.run_once(tenant=self.tenant, schedule_id=self.schedules[which].id, body={})
+        authority.run_once(tenant=self.tenant, schedule_id=self.schedules[which].id)
 
     def promote(self):
         authority.promote_due_runs()

@@ -98,7 +98,7 @@ def test_overlap_buffer_one__run_once_while_running__waits_for_guard_at_claim(te
     schedule = create_schedule(tenant)
     materialize_one(schedule)
     holder = authority.claim(worker_label="w")
-    manual, _ = authority.run_once(tenant=tenant, schedule_id=schedule.id, body={})
+    manual, _ = authority.run_once(tenant=tenant, schedule_id=schedule.id)
     assert manual.state == RunState.QUEUED  # the guard is taken at claim, not at creation
 
     assert authority.claim(worker_label="w") is None

@@ -9,16 +9,17 @@ from runs.clock import authority_now
 from runs.models import Outbox
 from runs.relay import relay_pass, republish_lost_hints
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def queued_runs(tenant):
-    schedule, _ = schedule_create(tenant=tenant, body={
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
         "name": "s", "jobType": "demo.sleep", "overlapPolicy": "allow",
-        "recurrence": {"kind": "cron", "cron": "0 9 * * *"}})
-    return [run_once(tenant=tenant, schedule_id=schedule.id, body={})[0] for _ in range(5)]
+        "recurrence": {"kind": "cron", "cron": "0 9 * * *"}}))
+    return [run_once(tenant=tenant, schedule_id=schedule.id)[0] for _ in range(5)]
 
 
 def test_relay_pass__marks_rows_published_only_after_publish_returned(queued_runs):

@@ -12,6 +12,7 @@ from runs.clock import authority_now
 from runs.models import Run, RunState
 from schedules.models import Schedule
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from workers import tasks
 
 pytestmark = pytest.mark.django_db
@@ -27,8 +28,8 @@ def test_install_housekeeping__registers_each_task_once_on_the_housekeeping_queu
 
 
 def test_housekeeping_tasks__sweep_and_scan_do_the_authority_work(tenant):
-    schedule, _ = schedule_create(tenant=tenant, body={
-        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "* * * * *"}})
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
+        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "* * * * *"}}))
     Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
     assert tasks.scan.apply().get() == 1
     run = authority.claim(worker_label="w")
@@ -38,10 +39,10 @@ def test_housekeeping_tasks__sweep_and_scan_do_the_authority_work(tenant):
 
 
 def test_metrics__exposes_lateness_histograms_and_backlog_gauges(tenant):
-    schedule, _ = schedule_create(tenant=tenant, body={
-        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "* * * * *"}})
-    authority.run_once(tenant=tenant, schedule_id=schedule.id, body={})
-    authority.run_once(tenant=tenant, schedule_id=schedule.id, body={})
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
+        "name": "s", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "* * * * *"}}))
+    authority.run_once(tenant=tenant, schedule_id=schedule.id)
+    authority.run_once(tenant=tenant, schedule_id=schedule.id)
     authority.claim(worker_label="w")
     text = Client().get("/metrics").content.decode()
     assert "scheduler_due_to_start_seconds_bucket" in text

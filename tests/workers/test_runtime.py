@@ -17,6 +17,7 @@ from runs.clock import authority_now
 from runs.models import Attempt, AttemptState, PendingReason, Run, RunState, StoredObject
 from schedules.models import JobType, Schedule
 from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from workers.objectstore import get_object_store
 from workers.runtime import claim_and_execute, execute_claimed
 
@@ -38,7 +39,7 @@ def due_run(tenant, *, job_type="demo.sleep", params=None, timezone="UTC", lease
     """Create a schedule, make it due the way a scanner sees it, materialize and claim its run."""
     body = {"name": "s", "jobType": job_type, "params": params or {}, "retry": retry,
             "recurrence": {"kind": "cron", "cron": "0 9 * * *", "timezone": timezone}}
-    schedule, _ = schedule_create(tenant=tenant, body=body)
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec(body))
     Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
     assert authority.materialize_due().queued == 1
     run = authority.claim(worker_label="w1", lease_seconds=lease_seconds)

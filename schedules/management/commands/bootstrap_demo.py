@@ -9,6 +9,7 @@ from runs.authority import run_once
 from schedules.models import Schedule, Tenant
 from schedules.services import schedule_create
 from schedules.tenants import tenant_create, tenant_token_create
+from scheduler_project.http.schedule_requests import request_hash, schedule_spec
 
 DEMO_SCHEDULE = {
     "name": "sales-report",
@@ -38,9 +39,16 @@ class Command(BaseCommand):
         secret = token_file.read_text().strip()
         schedule = Schedule.objects.filter(tenant=tenant, name="sales-report", deleted_at__isnull=True).first()
         if schedule is None:
-            schedule, _ = schedule_create(tenant=tenant, body=DEMO_SCHEDULE, idempotency_key="demo-bootstrap")
+            schedule, _ = schedule_create(
+                tenant=tenant,
+                spec=schedule_spec(DEMO_SCHEDULE),
+                idempotency_key="demo-bootstrap",
+                request_hash=request_hash(DEMO_SCHEDULE),
+            )
             # One run now, so a new user sees a real report without waiting for 09:00.
-            run_once(tenant=tenant, schedule_id=schedule.id, body={}, idempotency_key="demo-first-run")
+            run_once(
+                tenant=tenant, schedule_id=schedule.id, idempotency_key="demo-first-run", request_hash=request_hash({})
+            )
         self.stdout.write(f"API:    {url}/api/v1/   docs: {url}/api/docs/   admin: {url}/admin/")
         self.stdout.write(f"Demo schedule {schedule.id} next run at {schedule.next_run_at:%Y-%m-%dT%H:%M:%SZ}")
         self.stdout.write(json.dumps({"tenantId": tenant.id, "token": secret, "scheduleId": schedule.id}))

@@ -1,0 +1,186 @@
+"""Schedule, preview and run-once request bodies: their shape and limits are defined here only.
+
+The serializers validate strictly (exact types; unknown fields, nested ones included, are
+rejected with their dotted path) and the functions at the bottom hand the services typed
+values. Rules that need the database (the job type, its params schema, quotas) stay in
+the services.
+"""
+
+import hashlib
+import json
+
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
+
+from schedules import recurrence
+from schedules.models import MisfirePolicy, OverlapPolicy
+from schedules.specs import ScheduleSpec
+from scheduler_project.http.validation import (
+    InstantField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictSerializer,
+    validate_body,
+)
+
+MAX_NAME_LENGTH = 200
+MAX_JOB_TYPE_LENGTH = 100
+MAX_REVISION = 2**31 - 1
+MAX_GRACE_SECONDS = 7 * 86400
+MAX_ATTEMPTS = 100
+MAX_DELAY_SECONDS = 86400
+MAX_RECIPIENTS = 50
+MAX_ADDRESS_LENGTH = 254
+MAX_SUBJECT_LENGTH = 200
+MAX_PREVIEW_COUNT = 100
+_EMAIL_ADDRESS = RegexValidator(r"^[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+$", message="not an email address")
+_HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http(s) URL")
+
+
+# Describes the recurrence object in the schema; `RecurrenceField` validates it.
+class RecurrenceSerializer(serializers.Serializer):
+
+    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion"])
+    cron = serializers.CharField(
+        required=False, max_length=recurrence.MAX_CRON_LENGTH, help_text="5-field cron (kind=cron)"
+    )
+    timezone = serializers.CharField(required=False, help_text="IANA time-zone name; default UTC")
+    everySeconds = serializers.IntegerField(required=False, min_value=1, help_text="kind=interval")
+    anchor = serializers.DateTimeField(required=False, help_text="kind=interval; default: creation")
+    delaySeconds = serializers.IntegerField(required=False, min_value=0, help_text="kind=after_completion")
+
+
+@extend_schema_field(RecurrenceSerializer)
+class RecurrenceField(serializers.Field):
+    """The recurrence object as a Rule, checked by the recurrence grammar itself; its errors
+    keep their codes (invalid_cron, invalid_timezone). An interval without anchor stays
+    unanchored until the service knows the creation time."""
+
+    def to_internal_value(self, data):
+        try:
+            return recurrence.parse_rule(data, anchor_required=False)
+        except recurrence.RecurrenceError as exc:
+            detail = ErrorDetail(exc.message, code=exc.code)
+            _, _, inner_field = exc.field.partition(".")
+            raise serializers.ValidationError({inner_field: [detail]} if inner_field else [detail]) from None
+
+
+class NameField(StrictCharField):
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not value.strip():
+            self.fail("blank")
+        return value
+
+
+class OneLineField(StrictCharField):
+    default_error_messages = {"multiline": "must be one line"}
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if "\n" in value:
+            self.fail("multiline")
+        return value
+
+
+class RetrySerializer(StrictSerializer):
+    maxAttempts = StrictIntegerField(required=False, min_value=1, max_value=MAX_ATTEMPTS)
+    initialDelaySeconds = StrictFloatField(required=False, min_value=0, max_value=MAX_DELAY_SECONDS)
+    maxDelaySeconds = StrictFloatField(
+        required=False, min_value=0, max_value=MAX_DELAY_SECONDS, help_text="Not below initialDelaySeconds"
+    )
+
+
+class EmailEffectSerializer(StrictSerializer):
+    to = serializers.ListField(
+        child=StrictCharField(max_length=MAX_ADDRESS_LENGTH, validators=[_EMAIL_ADDRESS]),
+        min_length=1,
+        max_length=MAX_RECIPIENTS,
+    )
+    subject = OneLineField(required=False, allow_blank=True, max_length=MAX_SUBJECT_LENGTH, help_text="One line")
+    attach = StrictBooleanField(required=False, help_text="Attach the result file")
+
+
+class WebhookEffectSerializer(StrictSerializer):
+    url = StrictCharField(validators=[_HTTP_URL], help_text="http(s) URL")
+
+
+class EffectsSerializer(StrictSerializer):
+    email = EmailEffectSerializer(required=False, allow_null=True)
+    webhook = WebhookEffectSerializer(required=False, allow_null=True)
+
+    def validate(self, attrs):
+        return {kind: dict(effect) for kind, effect in attrs.items() if effect is not None}
+
+
+class ScheduleCreateSerializer(StrictSerializer):
+    name = NameField(max_length=MAX_NAME_LENGTH)
+    jobType = StrictCharField(
+        max_length=MAX_JOB_TYPE_LENGTH, source="job_type", help_text="e.g. report.sales, demo.sleep"
+    )
+    params = serializers.DictField(required=False, help_text="Validated against the job type's schema.")
+    recurrence = RecurrenceField()
+    misfirePolicy = StrictChoiceField(choices=MisfirePolicy.values, required=False, source="misfire_policy")
+    misfireGraceSeconds = StrictIntegerField(
+        required=False, min_value=0, max_value=MAX_GRACE_SECONDS, source="misfire_grace_seconds"
+    )
+    overlapPolicy = StrictChoiceField(choices=OverlapPolicy.values, required=False, source="overlap_policy")
+    retry = RetrySerializer(required=False, allow_null=True)
+    effects = EffectsSerializer(required=False, allow_null=True)
+
+    def validate(self, attrs):
+        if "effects" in attrs and attrs["effects"] is None:
+            attrs["effects"] = {}  # null removes every effect
+        return attrs
+
+
+class ScheduleUpdateSerializer(ScheduleCreateSerializer):
+    """Any field of a create but jobType, and the revision the edit applies to."""
+
+    name = NameField(max_length=MAX_NAME_LENGTH, required=False)
+    jobType = None
+    recurrence = RecurrenceField(required=False)
+    retry = RetrySerializer(required=False)  # an edit changes retry keys; null is not one of them
+    expectedRevision = StrictIntegerField(min_value=1, max_value=MAX_REVISION, source="expected_revision")
+
+
+class PreviewSerializer(StrictSerializer):
+    recurrence = RecurrenceField(source="rule")
+    count = StrictIntegerField(required=False, min_value=1, max_value=MAX_PREVIEW_COUNT)
+    after = InstantField(required=False, allow_null=True, help_text="Exclusive; default now")
+
+
+class RunOnceSerializer(StrictSerializer):
+    params = serializers.DictField(required=False, help_text="Override of the schedule's params")
+    runAt = InstantField(required=False, allow_null=True, source="run_at")
+
+
+def schedule_spec(body: dict) -> ScheduleSpec:
+    """The create request `body` as a ScheduleSpec, or InvalidRequest naming the first bad field."""
+    return ScheduleSpec(**validate_body(ScheduleCreateSerializer, body))
+
+
+def schedule_changes(body: dict) -> tuple[int, ScheduleSpec]:
+    """(expectedRevision, the changed fields) of the edit request `body`."""
+    fields = dict(validate_body(ScheduleUpdateSerializer, body))
+    return fields.pop("expected_revision"), ScheduleSpec(**fields)
+
+
+def preview_arguments(body: dict) -> dict:
+    """`schedule_preview`'s keyword arguments (rule, after, count) from the preview request."""
+    return dict(validate_body(PreviewSerializer, body))
+
+
+def run_once_arguments(body: dict) -> dict:
+    """`run_once`'s keyword arguments (params, run_at) from the run-once request."""
+    return dict(validate_body(RunOnceSerializer, body))
+
+
+def request_hash(body: dict) -> str:
+    """Identifies a request body for its Idempotency-Key: a replay must carry the same body."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
