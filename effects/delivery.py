@@ -31,13 +31,13 @@ from effects import adapters
 from effects.adapters import ProviderOutcome
 from effects.messages import PreparedDelivery, email_message, request_record, webhook_payload
 from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
+from objectstore import ObjectMissing, get_object_store
 from runs.backoff import retry_delay_seconds
 from runs.clock import authority_now
 from runs.models import ObjectState, Outbox, OutboxKind, StoredObject
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound
 from scheduler_project.http.representations import instant
 from schedules.models import JobType, UncertainEffectPolicy
-from workers.objectstore import ObjectMissing, get_object_store
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from effects.models import EffectDelivery, EffectIntent, EffectState
+from objectstore import get_object_store
 from runs.authority.claims import require_current
 from runs.clock import authority_now
 from runs.counts import Counts
@@ -37,7 +38,6 @@ from runs.models import (
 )
 from schedules.models import RequestKey, Schedule
 from scheduler_project.errors import StaleFence
-from workers.objectstore import get_object_store
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
+from objectstore import get_object_store
 from runs.clock import authority_now
 from runs.models import ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import InvalidState, NotFound
-from workers.objectstore import get_object_store
 
 
 def result_download(*, tenant, run_id: str, base_url: str) -> dict:

@@ -67,7 +67,7 @@ def moto_server():
 @pytest.fixture
 def s3_store(moto_server):
     """An S3 store on a fresh, versioned bucket (with a key prefix, as production may use)."""
-    from workers.objectstore import object_store_from_url
+    from objectstore import object_store_from_url
 
     store = object_store_from_url(f"s3://test-{uuid.uuid4().hex[:16]}/objects", endpoint_url=moto_server)
     store.ensure_ready()
@@ -76,7 +76,7 @@ def s3_store(moto_server):
 
 @pytest.fixture
 def file_store(tmp_path):
-    from workers.objectstore import object_store_from_url
+    from objectstore import object_store_from_url
 
     store = object_store_from_url(f"file://{tmp_path / 'objects'}")
     store.ensure_ready()

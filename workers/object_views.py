@@ -8,9 +8,9 @@ from django.core import signing
 from django.http import FileResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
+from objectstore import ObjectMissing, get_object_store
+from objectstore.filesystem import FilesystemObjectStore, read_download_token
 from scheduler_project.errors import DomainError, Forbidden, NotFound
-from workers.objectstore import ObjectMissing, get_object_store
-from workers.objectstore.filesystem import FilesystemObjectStore, read_download_token
 
 
 @require_safe

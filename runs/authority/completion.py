@@ -27,7 +27,7 @@ from runs.models import (
 from runs.authority.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
-from workers.objectstore import ObjectExists, get_object_store
+from objectstore import ObjectExists, get_object_store
 
 log = logging.getLogger(__name__)
 

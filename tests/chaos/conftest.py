@@ -125,7 +125,7 @@ def chaos(processes, redis_server, moto_server, settings):  # noqa: F811
     from scheduler_project.celery import app
     from tests.chaos.system import ChaosSystem
     from tests.e2e.conftest import database_url_of_test_db
-    from workers.objectstore import get_object_store
+    from objectstore import get_object_store
 
     bucket = f"chaos-{uuid.uuid4().hex[:12]}"
     env = {

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from objectstore import ObjectMissing, get_object_store
 from runs.models import (
     TERMINAL_STATES,
     Attempt,
@@ -33,7 +34,6 @@ from runs.models import (
 )
 from schedules import recurrence
 from schedules.models import Schedule
-from workers.objectstore import ObjectMissing, get_object_store
 
 HEAD_THREADS = 8
 SHOWN = 5  # examples per kind of problem in an assertion message

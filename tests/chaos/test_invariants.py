@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from objectstore import get_object_store
 from runs import authority
 from runs.clock import authority_now
 from runs.models import Attempt, Run, RunState, StoredObject
@@ -16,7 +17,6 @@ from schedules.services import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.chaos.invariants import check_invariants
 from tests.factories import make_tenant
-from workers.objectstore import get_object_store
 
 pytestmark = pytest.mark.django_db
 

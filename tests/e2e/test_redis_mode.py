@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 @pytest.fixture
 def system(processes, redis_url, moto_server, settings):
     """Environment shared by this process and its children: one database, broker, bucket."""
-    from workers.objectstore import get_object_store
+    from objectstore import get_object_store
 
     bucket = f"e2e-{uuid.uuid4().hex[:12]}"
     env = {

@@ -47,7 +47,7 @@ def mailbox(smtp_server):
 
 @pytest.fixture(autouse=True)
 def effect_settings(settings, tmp_path, smtp_server):
-    from workers.objectstore import get_object_store
+    from objectstore import get_object_store
 
     settings.OBJECT_STORE_URL = f"file://{tmp_path / 'objects'}"
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"

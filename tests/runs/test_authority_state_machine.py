@@ -60,7 +60,7 @@ PROFILE = settings(
 
 @pytest.fixture(autouse=True)
 def file_objects(settings, tmp_path):
-    from workers.objectstore import get_object_store
+    from objectstore import get_object_store
 
     settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
     get_object_store.cache_clear()

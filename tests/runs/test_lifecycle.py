@@ -6,6 +6,7 @@ import pytest
 from django.core.management import call_command
 
 from effects.models import EffectDelivery, EffectIntent
+from objectstore import ObjectMissing, get_object_store
 from runs import authority
 from runs.clock import authority_now
 from runs.lifecycle import cleanup_pass, collect_objects
@@ -14,7 +15,6 @@ from schedules.models import RequestKey, Schedule
 from scheduler_project.errors import InvalidState
 from tests.effects.helpers import expire_lease, make_schedule, publish, stage, start_run
 from tests.factories import api_client
-from workers.objectstore import ObjectMissing, get_object_store
 
 pytestmark = pytest.mark.django_db
 

@@ -20,13 +20,13 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from objectstore import ObjectMissing, get_object_store
 from runs import authority
 from runs.clock import authority_now
 from runs.lifecycle import object_delete_marked, object_mark_deleting
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import InvalidState, StaleFence
 from tests.effects.helpers import make_schedule, publish, stage, start_run
-from workers.objectstore import ObjectMissing, get_object_store
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -12,13 +12,13 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.db import OperationalError, connection
 
+from objectstore import get_object_store
 from runs import authority
 from runs.clock import authority_now
 from runs.models import Attempt, AttemptState, PendingReason, Run, RunState, StoredObject
 from schedules.models import JobType, Schedule
 from schedules.services import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
-from workers.objectstore import get_object_store
 from workers.runtime import claim_and_execute, execute_claimed
 
 pytestmark = pytest.mark.django_db(transaction=True)

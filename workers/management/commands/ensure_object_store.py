@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from workers.objectstore import get_object_store
+from objectstore import get_object_store
 
 
 class Command(BaseCommand):

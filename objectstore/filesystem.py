@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from django.core import signing
 
-from workers.objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
+from objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
 
 # Appended to every object file name, so key "a" (file a.object) and key "a/b" (dir a) coexist.
 OBJECT_SUFFIX = ".object"

@@ -71,13 +71,13 @@ def object_store_from_url(url: str, **kw) -> ObjectStore:
     parts = urlsplit(url)
     # Backends are imported lazily so a filesystem deployment never pays for importing boto3.
     if parts.scheme == "file":
-        from workers.objectstore.filesystem import FilesystemObjectStore
+        from objectstore.filesystem import FilesystemObjectStore
 
         if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
             raise ValueError(f"file object store URL needs an absolute path: {url!r}")
         return FilesystemObjectStore(unquote(parts.path), **kw)
     if parts.scheme == "s3":
-        from workers.objectstore.s3 import S3ObjectStore
+        from objectstore.s3 import S3ObjectStore
 
         if not parts.netloc:
             raise ValueError(f"s3 object store URL needs a bucket: {url!r}")

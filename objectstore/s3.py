@@ -9,7 +9,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from workers.objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
+from objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
 
 # 412: the key already has a current version; 409: a concurrent conditional write to it is in flight.
 _EXISTS_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}

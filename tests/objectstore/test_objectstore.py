@@ -13,8 +13,8 @@ import pytest
 from django.core import signing
 from django.test import Client
 
-from workers.objectstore import ObjectExists, ObjectMissing, get_object_store, object_store_from_url
-from workers.objectstore.filesystem import FilesystemObjectStore, make_download_token, read_download_token
+from objectstore import ObjectExists, ObjectMissing, get_object_store, object_store_from_url
+from objectstore.filesystem import FilesystemObjectStore, make_download_token, read_download_token
 
 KEY = "runs/run_7/att_2/result"
 BASE_URL = "http://testserver"
