@@ -32,6 +32,7 @@ from effects.adapters import ProviderOutcome
 from effects.messages import PreparedDelivery, email_message, request_record, webhook_payload
 from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from objectstore import ObjectMissing, get_object_store
+from runs.authority.objects import object_pin
 from runs.backoff import retry_delay_seconds
 from runs.clock import authority_now
 from runs.models import ObjectState, Outbox, OutboxKind, StoredObject
@@ -200,10 +201,7 @@ def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
         return None
     # Pin the exact version: cleanup leaves it alone while we read it and while a link we
     # hand out can still be used.
-    pin_until = now + timedelta(seconds=max(settings.EFFECT_INFLIGHT_SECONDS, link_seconds + 60))
-    if obj.pinned_until is None or obj.pinned_until < pin_until:
-        obj.pinned_until = pin_until
-        obj.save(update_fields=["pinned_until"])
+    object_pin(obj, now + timedelta(seconds=max(settings.EFFECT_INFLIGHT_SECONDS, link_seconds + 60)))
     delivery = EffectDelivery.objects.create(intent=intent, number=number, started_at=now, request=prepared.request)
     intent.next_attempt_at = now + timedelta(seconds=settings.EFFECT_INFLIGHT_SECONDS)
     intent.save(update_fields=["delivery_count", "next_attempt_at", "updated_at"])

@@ -1,12 +1,7 @@
 """Retention and safe cleanup, in bounded batches (`manage.py cleanup`, task scheduler.cleanup).
 
-Objects follow the registry protocol (design section 06). Cleanup locks the run, then the
-registry row (the order publication uses after the schedule), and marks the row `deleting`
-only when no retained reference exists, no download pin is live, and the uploading attempt
-can no longer publish. It commits that, then deletes from the store outside any
-transaction, then marks the row `deleted`. Publication rejects rows that are not `staged`,
-so either publication wins the row lock and the object is kept, or cleanup wins and
-publication fails: never a canonical pointer to a deleted object.
+Objects follow the registry protocol (design section 06): this module finds candidates, and
+`runs.authority.objects` re-checks each under lock, marks it `deleting`, and deletes it.
 
 Run history goes only after its objects: effects, outbox, registry, attempts, then the run.
 """
@@ -21,9 +16,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 
-from effects.models import EffectDelivery, EffectIntent, EffectState
-from objectstore import get_object_store
-from runs.authority.claims import require_current
+from effects.models import EffectDelivery, EffectIntent
+from runs.authority.objects import object_delete_marked, object_mark_deleting
 from runs.clock import authority_now
 from runs.counts import Counts
 from runs.models import (
@@ -37,7 +31,6 @@ from runs.models import (
     StoredObject,
 )
 from schedules.models import RequestKey, Schedule
-from scheduler_project.errors import StaleFence
 
 log = logging.getLogger(__name__)
 
@@ -120,82 +113,6 @@ def collect_objects(*, batch_size: int | None = None) -> CleanupStats:
         else:
             stats.objects_failed += 1
     return stats
-
-
-def object_mark_deleting(*, object_id: int, run_id: str) -> StoredObject | None:
-    """Lock the run, then the registry row; mark it `deleting` if nothing can still need it.
-    Returns the row when it is (now or already) `deleting`, else None."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update().filter(id=run_id).first()
-        obj = StoredObject.objects.select_for_update().filter(id=object_id, run_id=run_id).first()
-        if run is None or obj is None:
-            return None
-        if obj.state == ObjectState.DELETING:
-            return obj
-        now = authority_now()  # after the lock waits: a publication that won them has committed
-        if obj.pinned_until is not None and obj.pinned_until > now:
-            return None
-        if obj.state == ObjectState.REFERENCED:
-            if not reference_expired(run, obj, now):
-                return None
-        elif obj.state == ObjectState.STAGED:
-            if not orphaned(run, obj, now):
-                return None
-        else:
-            return None
-        obj.state = ObjectState.DELETING
-        obj.save(update_fields=["state"])
-        return obj
-
-
-def reference_expired(run: Run, obj: StoredObject, now) -> bool:
-    """The canonical result is past OBJECT_RETENTION_DAYS, and no effect still waits to
-    deliver it (an unsettled effect keeps it until the run's own history expires)."""
-    if run.state not in TERMINAL_STATES or run.finished_at is None:
-        return False
-    if run.finished_at > now - timedelta(days=settings.OBJECT_RETENTION_DAYS):
-        return False
-    history_expired = run.finished_at <= now - timedelta(days=settings.RUN_RETENTION_DAYS)
-    unsettled = EffectIntent.objects.filter(
-        run=run, result_key=obj.key, state__in=(EffectState.PENDING, EffectState.UNCERTAIN)
-    ).exists()
-    return history_expired or not unsettled
-
-
-def orphaned(run: Run, obj: StoredObject, now) -> bool:
-    """A staged upload past its grace period whose attempt can no longer publish it."""
-    if obj.created_at > now - timedelta(seconds=settings.ORPHAN_GRACE_SECONDS):
-        return False
-    return not attempt_can_publish(run, obj, now)
-
-
-def attempt_can_publish(run: Run, obj: StoredObject, now) -> bool:
-    """Exactly the completion's ownership check: latest fence, running attempt, live lease.
-    A lease that has passed never comes back (heartbeats need a live lease)."""
-    attempt = Attempt.objects.filter(id=obj.attempt_id).first()
-    if attempt is None:
-        return False
-    try:
-        require_current(run, attempt, obj.fence, now)
-    except StaleFence:
-        return False
-    return True
-
-
-def object_delete_marked(obj: StoredObject) -> bool:
-    """Delete a `deleting` row's version from the store (no transaction open), then record it."""
-    if obj.version_id:
-        try:
-            get_object_store().delete(obj.key, obj.version_id)
-        except Exception as exc:  # noqa: BLE001 - store outage: the row stays `deleting` and is retried
-            log.warning("cleanup: deleting %s@%s failed, will retry: %r", obj.key, obj.version_id, exc)
-            return False
-    # No version_id: the upload never reported back; there is no version to delete.
-    with transaction.atomic():
-        StoredObject.objects.filter(id=obj.id, state=ObjectState.DELETING).update(
-            state=ObjectState.DELETED, deleted_at=authority_now()
-        )
-    return True
 
 
 # --- Run history ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import transaction
 
 from objectstore import get_object_store
+from runs.authority.objects import object_pin
 from runs.clock import authority_now
 from runs.models import ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import InvalidState, NotFound
@@ -28,8 +29,6 @@ def result_download(*, tenant, run_id: str, base_url: str) -> dict:
             raise InvalidState("the result has expired under the retention policy")
         now = authority_now()
         expires_at = now + timedelta(seconds=ttl)
-        if obj.pinned_until is None or obj.pinned_until < expires_at:
-            obj.pinned_until = expires_at
-            obj.save(update_fields=["pinned_until"])
+        object_pin(obj, expires_at)
     url = get_object_store().download_url(obj.key, obj.version_id, ttl, base_url)
     return {"url": url, "expiresAt": expires_at, "checksum": obj.checksum}

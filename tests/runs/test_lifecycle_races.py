@@ -22,8 +22,8 @@ from django.db import connection
 
 from objectstore import ObjectMissing, get_object_store
 from runs import authority
+from runs.authority.objects import object_delete_marked, object_mark_deleting
 from runs.clock import authority_now
-from runs.lifecycle import object_delete_marked, object_mark_deleting
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import InvalidState, StaleFence
 from tests.effects.helpers import make_schedule, publish, stage, start_run
