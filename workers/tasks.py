@@ -58,6 +58,6 @@ def effects() -> int:
 @shared_task(name="scheduler.cleanup", ignore_result=True)
 def cleanup() -> dict:
     """One bounded retention pass: objects, then expired run history, then request keys."""
-    from runs.lifecycle import cleanup_pass
+    from runs.retention import cleanup_pass
 
     return cleanup_pass().as_dict()

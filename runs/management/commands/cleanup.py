@@ -1,4 +1,4 @@
-from runs.lifecycle import cleanup_pass
+from runs.retention import cleanup_pass
 from runs.loops import LoopCommand
 
 

@@ -9,8 +9,8 @@ from effects.models import EffectDelivery, EffectIntent
 from objectstore import ObjectMissing, get_object_store
 from runs import authority
 from runs.clock import authority_now
-from runs.lifecycle import cleanup_pass, collect_objects
 from runs.models import Attempt, ObjectState, Outbox, Run, StoredObject
+from runs.retention import cleanup_pass, collect_objects
 from schedules.models import RequestKey, Schedule
 from scheduler_project.errors import InvalidState
 from tests.effects.helpers import expire_lease, make_schedule, publish, stage, start_run
