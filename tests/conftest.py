@@ -6,6 +6,19 @@ hypothesis_settings.load_profile("ci")
 
 
 @pytest.fixture
+def file_objects(settings, tmp_path):
+    """The process-wide object store is a fresh directory of this test's, ready for use.
+    Opt in with ``pytest.mark.usefixtures("file_objects")``."""
+    from objectstore import get_object_store
+
+    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
+    get_object_store.cache_clear()
+    get_object_store().ensure_ready()
+    yield
+    get_object_store.cache_clear()
+
+
+@pytest.fixture
 def tenant(db):
     from tests.factories import make_tenant
 

@@ -18,18 +18,9 @@ from scheduler_project.http.schedule_requests import schedule_spec
 from tests.chaos.invariants import check_invariants
 from tests.factories import make_tenant
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 
 EVERY = 60
-
-
-@pytest.fixture(autouse=True)
-def file_objects(settings, tmp_path):
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
-    get_object_store.cache_clear()
-    get_object_store().ensure_ready()
-    yield
-    get_object_store.cache_clear()
 
 
 @pytest.fixture

@@ -4,13 +4,9 @@ from tests.concurrency.harness import Sessions
 
 
 @pytest.fixture(autouse=True)
-def file_objects(settings, tmp_path):
-    from objectstore import get_object_store
-
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
-    get_object_store.cache_clear()
-    yield
-    get_object_store.cache_clear()
+def file_objects(file_objects):
+    """Every race here may publish results: the shared file store fixture, for the whole folder."""
+    return file_objects
 
 
 @pytest.fixture

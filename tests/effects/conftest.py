@@ -46,10 +46,7 @@ def mailbox(smtp_server):
 
 
 @pytest.fixture(autouse=True)
-def effect_settings(settings, tmp_path, smtp_server):
-    from objectstore import get_object_store
-
-    settings.OBJECT_STORE_URL = f"file://{tmp_path / 'objects'}"
+def effect_settings(settings, file_objects, smtp_server):
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
     settings.EMAIL_HOST = "127.0.0.1"
     settings.EMAIL_PORT = smtp_server.port
@@ -61,9 +58,7 @@ def effect_settings(settings, tmp_path, smtp_server):
     settings.EFFECT_BACKOFF_SECONDS = 0
     settings.EFFECT_BACKOFF_MAX_SECONDS = 0
     settings.PUBLIC_BASE_URL = "http://testserver"
-    get_object_store.cache_clear()
-    yield settings
-    get_object_store.cache_clear()
+    return settings
 
 
 class Receiver:

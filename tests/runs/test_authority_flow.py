@@ -12,17 +12,7 @@ from schedules.services import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from scheduler_project.errors import InvalidState, StaleFence
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def file_objects(settings, tmp_path):
-    from objectstore import get_object_store
-
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
-    get_object_store.cache_clear()
-    yield
-    get_object_store.cache_clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 
 
 def make_due_schedule(tenant, *, cron="* * * * *", **extra):

@@ -39,6 +39,8 @@ from scheduler_project.errors import InvalidState, StaleFence
 from tests.concurrency.harness import create_schedule, make_due
 from tests.factories import make_tenant
 
+pytestmark = pytest.mark.usefixtures("file_objects")
+
 WORKERS = ("w0", "w1", "w2")
 MAX_ATTEMPTS = 3
 RETRY_AT_ONCE = {"maxAttempts": MAX_ATTEMPTS, "initialDelaySeconds": 0, "maxDelaySeconds": 0}
@@ -56,16 +58,6 @@ PROFILE = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-@pytest.fixture(autouse=True)
-def file_objects(settings, tmp_path):
-    from objectstore import get_object_store
-
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
-    get_object_store.cache_clear()
-    yield
-    get_object_store.cache_clear()
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,7 @@ from schedules import recurrence
 from schedules.models import Schedule
 from tests.concurrency.harness import create_schedule
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def file_objects(settings, tmp_path):
-    from objectstore import get_object_store
-
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
-    get_object_store.cache_clear()
-    yield
-    get_object_store.cache_clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 
 
 def outage(schedule, *, days: float = 2):

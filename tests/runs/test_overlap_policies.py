@@ -8,17 +8,7 @@ from runs.models import Outbox, PendingReason, Run, RunState, SkipReason
 from schedules.models import Schedule
 from tests.concurrency.harness import complete_success, create_schedule, expire_lease, materialize_one, stage
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def file_objects(settings, tmp_path):
-    from objectstore import get_object_store
-
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
-    get_object_store.cache_clear()
-    yield
-    get_object_store.cache_clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 
 
 def finish(run: Run, data: bytes = b"done") -> Run:

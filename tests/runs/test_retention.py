@@ -16,17 +16,9 @@ from scheduler_project.errors import InvalidState
 from tests.effects.helpers import expire_lease, make_schedule, publish, stage, start_run
 from tests.factories import api_client
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 
 EMAIL = {"email": {"to": ["sales@example.com"]}}
-
-
-@pytest.fixture(autouse=True)
-def file_objects(settings, tmp_path):
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
-    get_object_store.cache_clear()
-    yield
-    get_object_store.cache_clear()
 
 
 def published(schedule, data: bytes) -> Run:

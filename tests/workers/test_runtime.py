@@ -21,17 +21,9 @@ from schedules.services import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from workers.runtime import claim_and_execute, execute_claimed
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
 
 FAST_RETRY = {"maxAttempts": 3, "initialDelaySeconds": 60, "maxDelaySeconds": 60}
-
-
-@pytest.fixture(autouse=True)
-def file_objects(settings, tmp_path):
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
-    get_object_store.cache_clear()
-    yield
-    get_object_store.cache_clear()
 
 
 def due_run(tenant, *, job_type="demo.sleep", params=None, timezone="UTC", lease_seconds=None,
