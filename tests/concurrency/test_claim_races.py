@@ -14,7 +14,8 @@ from runs.clock import authority_now
 from runs.models import Attempt, Outbox, Run, RunState
 from schedules import recurrence
 from schedules.models import Schedule, Tenant
-from tests.concurrency.harness import complete_success, create_schedule, race, stage
+from tests.authority_steps import complete_success, create_schedule, stage
+from tests.concurrency.harness import race
 from tests.factories import make_tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)

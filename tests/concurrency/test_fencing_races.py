@@ -22,15 +22,15 @@ from runs.models import (
     TERMINAL_STATES,
 )
 from scheduler_project.errors import InvalidState, StaleFence
-from tests.concurrency.harness import (
+from tests.authority_steps import (
     complete_success,
     create_schedule,
     expire_lease,
     materialize_one,
-    race,
     set_lease_deadline,
     stage,
 )
+from tests.concurrency.harness import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

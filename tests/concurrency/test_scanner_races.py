@@ -15,7 +15,8 @@ from runs.authority.materialize import _materialize
 from runs.clock import authority_now
 from runs.models import Outbox, Run, RunState, Trigger
 from schedules.models import Schedule
-from tests.concurrency.harness import create_schedule, make_due, race
+from tests.authority_steps import create_schedule, make_due
+from tests.concurrency.harness import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,8 @@ from schedules.models import Schedule, ScheduleRevision
 from schedules.services import schedule_update
 from schedules.specs import ScheduleSpec
 from scheduler_project.errors import RevisionConflict
-from tests.concurrency.harness import create_schedule, expire_lease, materialize_one, race
+from tests.authority_steps import create_schedule, expire_lease, materialize_one
+from tests.concurrency.harness import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

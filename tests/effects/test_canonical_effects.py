@@ -10,17 +10,8 @@ from effects.models import EffectIntent
 from runs import authority
 from runs.models import ObjectState, StoredObject
 from scheduler_project.errors import StaleFence
-from tests.effects.helpers import (
-    attachments,
-    checksum,
-    expire_lease,
-    make_schedule,
-    publish,
-    read_mailbox,
-    stage,
-    start_run,
-    succeeded_run,
-)
+from tests.authority_steps import expire_lease, publish, report_schedule, stage, start_run, succeeded_run
+from tests.effects.helpers import attachments, checksum, read_mailbox
 from tests.factories import api_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,7 +21,7 @@ CANONICAL = b"region,total\nus,42\n"
 
 
 def test_stale_worker_output_is_never_mailed(tenant, mailbox):
-    schedule = make_schedule(tenant, effects={"email": {"to": ["sales@example.com"]}})
+    schedule = report_schedule(tenant, effects={"email": {"to": ["sales@example.com"]}})
     run = start_run(schedule)
     a_attempt, a_fence = run.current_attempt_id, run.fence
     a_object = stage(run, STALE)  # worker A uploads, then stalls past its lease
@@ -54,7 +45,7 @@ def test_stale_worker_output_is_never_mailed(tenant, mailbox):
 
 
 def test_failed_run_creates_no_effect(tenant, mailbox):
-    schedule = make_schedule(tenant, effects={"email": {"to": ["sales@example.com"]}})
+    schedule = report_schedule(tenant, effects={"email": {"to": ["sales@example.com"]}})
     run = start_run(schedule)
     authority.complete(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence, outcome="failed",
                        error="bad query", retryable=False)

@@ -14,7 +14,8 @@ from django.db import connection
 from effects.delivery import PassStats, claim_next_delivery
 from effects.models import EffectDelivery, EffectIntent
 from runs.clock import authority_now
-from tests.effects.helpers import ROOT, read_mailbox, succeeded_run
+from tests.authority_steps import succeeded_run
+from tests.effects.helpers import ROOT, read_mailbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

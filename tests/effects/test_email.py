@@ -12,7 +12,8 @@ from effects.models import EffectDelivery, EffectIntent
 from runs.clock import authority_now
 from runs.models import Outbox, StoredObject
 from scheduler_project.http.representations import instant
-from tests.effects.helpers import attachments, checksum, free_port, read_mailbox, succeeded_run
+from tests.authority_steps import succeeded_run
+from tests.effects.helpers import attachments, checksum, free_port, read_mailbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,18 +8,15 @@ from runs import authority
 from runs.clock import authority_now
 from runs.models import Attempt, AttemptState, ObjectState, Outbox, Run, RunState, StoredObject
 from schedules.models import Schedule
-from schedules.services import schedule_create
-from scheduler_project.http.schedule_requests import schedule_spec
 from scheduler_project.errors import InvalidState, StaleFence
+from tests.authority_steps import create_schedule, make_due
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 
 
 def make_due_schedule(tenant, *, cron="* * * * *", **extra):
-    body = {"name": "s", "jobType": "demo.sleep", "params": {"seconds": 0},
-            "recurrence": {"kind": "cron", "cron": cron}, **extra}
-    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec(body))
-    Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
+    schedule = create_schedule(tenant, cron=cron, **extra)
+    make_due(schedule)
     return Schedule.objects.get(id=schedule.id)
 
 

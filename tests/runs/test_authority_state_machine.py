@@ -36,7 +36,7 @@ from runs.models import (
 )
 from schedules.models import Schedule
 from scheduler_project.errors import InvalidState, StaleFence
-from tests.concurrency.harness import create_schedule, make_due
+from tests.authority_steps import create_schedule, make_due
 from tests.factories import make_tenant
 
 pytestmark = pytest.mark.usefixtures("file_objects")

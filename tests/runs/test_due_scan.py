@@ -12,7 +12,7 @@ from runs.clock import authority_now
 from runs.models import Run, RunState
 from schedules.models import Schedule
 from schedules.services import due_bucket
-from tests.concurrency.harness import create_schedule, make_due
+from tests.authority_steps import create_schedule, make_due
 
 pytestmark = pytest.mark.django_db
 

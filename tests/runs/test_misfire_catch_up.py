@@ -11,7 +11,7 @@ from runs.clock import authority_now
 from runs.models import Run, RunState, SkipReason
 from schedules import recurrence
 from schedules.models import Schedule
-from tests.concurrency.harness import create_schedule
+from tests.authority_steps import create_schedule
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 

@@ -6,7 +6,7 @@ import pytest
 from runs import authority
 from runs.models import Outbox, PendingReason, Run, RunState, SkipReason
 from schedules.models import Schedule
-from tests.concurrency.harness import complete_success, create_schedule, expire_lease, materialize_one, stage
+from tests.authority_steps import complete_success, create_schedule, expire_lease, materialize_one, stage
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 

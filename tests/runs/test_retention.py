@@ -13,7 +13,7 @@ from runs.models import Attempt, ObjectState, Outbox, Run, StoredObject
 from runs.retention import cleanup_pass, collect_objects
 from schedules.models import RequestKey, Schedule
 from scheduler_project.errors import InvalidState
-from tests.effects.helpers import expire_lease, make_schedule, publish, stage, start_run
+from tests.authority_steps import expire_lease, publish, report_schedule, stage, start_run
 from tests.factories import api_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
@@ -48,7 +48,7 @@ def settle_effects() -> None:
 
 
 def test_cleanup__objects_expire_first_then_history_in_order(tenant):
-    schedule = make_schedule(tenant, effects=EMAIL)
+    schedule = report_schedule(tenant, effects=EMAIL)
     old, middle, recent = (published(schedule, f"r{i}".encode()) for i in range(3))
     intent = EffectIntent.objects.get(run=old)
     EffectDelivery.objects.create(intent=intent, number=1, started_at=authority_now(), outcome="sent")
@@ -80,7 +80,7 @@ def test_cleanup__objects_expire_first_then_history_in_order(tenant):
 
 
 def test_cleanup__history_cursor_survives_removal_of_runs(tenant):
-    schedule = make_schedule(tenant)
+    schedule = report_schedule(tenant)
     runs = [published(schedule, f"r{i}".encode()) for i in range(4)]  # oldest first
     client = api_client(tenant)
     first = client.get(f"/api/v1/schedules/{schedule.id}/runs?limit=2").json()
@@ -97,7 +97,7 @@ def test_cleanup__history_cursor_survives_removal_of_runs(tenant):
 
 
 def test_cleanup__live_download_pin_defers_deletion_until_it_expires(tenant):
-    schedule = make_schedule(tenant)
+    schedule = report_schedule(tenant)
     run = published(schedule, b"pinned")
     assert api_client(tenant).get(f"/api/v1/runs/{run.id}/result").status_code == 200  # pins the version
     finished_days_ago(run, 10)
@@ -111,7 +111,7 @@ def test_cleanup__live_download_pin_defers_deletion_until_it_expires(tenant):
 
 
 def test_cleanup__unsettled_effect_keeps_the_report_until_history_expires(tenant):
-    schedule = make_schedule(tenant, effects=EMAIL)
+    schedule = report_schedule(tenant, effects=EMAIL)
     run = published(schedule, b"to be mailed")
     finished_days_ago(run, 10)
     assert collect_objects().objects_deleted == 0  # the email is still pending
@@ -122,7 +122,7 @@ def test_cleanup__unsettled_effect_keeps_the_report_until_history_expires(tenant
 
 
 def test_cleanup__orphans_collected_only_after_grace_and_only_when_unpublishable(tenant, settings):
-    schedule = make_schedule(tenant)
+    schedule = report_schedule(tenant)
     run = start_run(schedule)
     stale_attempt, stale_fence = run.current_attempt_id, run.fence
     orphan = stage(run, b"stale output")
@@ -147,7 +147,7 @@ def test_cleanup__orphans_collected_only_after_grace_and_only_when_unpublishable
 
 def test_cleanup__upload_of_a_lease_that_passed_is_an_orphan_before_the_sweeper_runs(tenant, settings):
     settings.ORPHAN_GRACE_SECONDS = 0
-    run = start_run(make_schedule(tenant))
+    run = start_run(report_schedule(tenant))
     obj = stage(run, b"too late")
     expire_lease(run.id)  # no sweep: the attempt is still "running", but its lease has passed
     assert collect_objects().objects_deleted == 1
@@ -156,7 +156,7 @@ def test_cleanup__upload_of_a_lease_that_passed_is_an_orphan_before_the_sweeper_
 
 def test_publication__rejects_a_deleting_row(tenant):
     # Defence in depth: even if cleanup's view of time were wrong, publication refuses the row.
-    run = start_run(make_schedule(tenant))
+    run = start_run(report_schedule(tenant))
     obj = stage(run, b"contested")
     StoredObject.objects.filter(id=obj.id).update(state=ObjectState.DELETING)
     with pytest.raises(InvalidState, match="deleting"):
@@ -165,7 +165,7 @@ def test_publication__rejects_a_deleting_row(tenant):
 
 
 def test_cleanup__never_removes_active_runs_or_a_schedules_guard_holder(tenant):
-    schedule = make_schedule(tenant)
+    schedule = report_schedule(tenant)
     guarded = published(schedule, b"a")
     running = start_run(schedule)
     finished_days_ago(guarded, 40)
@@ -178,7 +178,7 @@ def test_cleanup__never_removes_active_runs_or_a_schedules_guard_holder(tenant):
 
 def test_cleanup__old_request_keys_expire(tenant):
     client = api_client(tenant)
-    schedule = make_schedule(tenant)
+    schedule = report_schedule(tenant)
     for key in ("old", "new"):
         response = client.post(f"/api/v1/schedules/{schedule.id}/runs", {}, HTTP_IDEMPOTENCY_KEY=key)
         assert response.status_code == 201
@@ -188,7 +188,7 @@ def test_cleanup__old_request_keys_expire(tenant):
 
 
 def test_cleanup__works_in_bounded_batches(tenant):
-    schedule = make_schedule(tenant)
+    schedule = report_schedule(tenant)
     runs = [published(schedule, f"r{i}".encode()) for i in range(5)]
     for run in runs:
         finished_days_ago(run, 10)
@@ -198,7 +198,7 @@ def test_cleanup__works_in_bounded_batches(tenant):
 
 
 def test_cleanup_command__once(tenant, capsys):
-    schedule = make_schedule(tenant)
+    schedule = report_schedule(tenant)
     run = published(schedule, b"x")
     finished_days_ago(run, 40)
     call_command("cleanup", "--once")
@@ -210,7 +210,7 @@ def test_cleanup_command__once(tenant, capsys):
 
 def test_cleanup__retries_a_deletion_the_store_never_confirmed(tenant):
     # A cleanup process died between marking the row and deleting the bytes.
-    run = published(make_schedule(tenant), b"half deleted")
+    run = published(report_schedule(tenant), b"half deleted")
     StoredObject.objects.filter(run=run).update(state=ObjectState.DELETING)
     assert collect_objects().objects_deleted == 1
     assert StoredObject.objects.get(run=run).state == ObjectState.DELETED and not in_store(run)

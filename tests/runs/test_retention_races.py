@@ -26,7 +26,7 @@ from runs.authority.objects import object_delete_marked, object_mark_deleting
 from runs.clock import authority_now
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import InvalidState, StaleFence
-from tests.effects.helpers import make_schedule, publish, stage, start_run
+from tests.authority_steps import publish, report_schedule, stage, start_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -97,7 +97,7 @@ def _cleaner(obj, barrier):
 def test_publication_races_lease_expiry_and_cleanup(tenant):
     store = get_object_store()
     seen = {"published": 0, "deleted": 0}
-    schedule = make_schedule(tenant)
+    schedule = report_schedule(tenant)
     with ThreadPoolExecutor(max_workers=3) as pool:
         for i in range(ITERATIONS):
             run = start_run(schedule, lease_seconds=60)

@@ -1,0 +1,100 @@
+"""Steps that take runs through the real authority: create a schedule, make it due,
+materialize, claim, stage, publish, and let a lease pass.
+
+Time passes by moving a lease deadline or a schedule's ``next_run_at`` in the database
+(authority time), never by mocking a clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from runs import authority
+from runs.clock import authority_now
+from runs.models import Attempt, Run, StoredObject
+from schedules.models import Schedule
+from schedules.services import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
+
+# One instant per make_due(): after the instant we set, this rule's next one is months away.
+YEARLY = "0 0 1 1 *"
+PARAMS = {"report.sales": {"region": "us"}, "demo.sleep": {"seconds": 0}}
+REPORT = b"region,total\nus,42\n"
+
+
+def create_schedule(tenant, *, cron: str = YEARLY, name: str = "s", job_type: str = "demo.sleep",
+                    params: dict | None = None, **extra) -> Schedule:
+    body = {
+        "name": name,
+        "jobType": job_type,
+        "params": PARAMS[job_type] if params is None else params,
+        "recurrence": {"kind": "cron", "cron": cron},
+        **extra,
+    }
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec(body))
+    return schedule
+
+
+def report_schedule(tenant, *, job_type: str = "report.sales", name: str = "sales-report", **extra) -> Schedule:
+    """The sales report whose results effects deliver and retention expires."""
+    return create_schedule(tenant, job_type=job_type, name=name, **extra)
+
+
+def make_due(schedule: Schedule, *, ago: timedelta = timedelta(seconds=1)) -> datetime:
+    """Time passes until the schedule's next instant: it becomes ``ago`` late. Returns the instant."""
+    instant = authority_now() - ago
+    Schedule.objects.filter(id=schedule.id).update(next_run_at=instant)
+    return instant
+
+
+def materialize_one(schedule: Schedule) -> Run:
+    """Make one instant due, run the scanner, and return that instant's occurrence."""
+    instant = make_due(schedule)
+    authority.materialize_due()
+    return Run.objects.get(schedule=schedule, scheduled_at=instant)
+
+
+def start_run(schedule: Schedule, *, lease_seconds: int = 60) -> Run:
+    """Make one instant due, materialize it and claim it: a running run with attempt 1."""
+    make_due(schedule, ago=timedelta(milliseconds=10))
+    authority.materialize_due()
+    run = authority.claim(worker_label="test-worker", lease_seconds=lease_seconds)
+    assert run is not None and run.schedule_id == schedule.id
+    return run
+
+
+def stage(run: Run, data: bytes, *, attempt_id: str | None = None, fence: int | None = None,
+          content_type: str = "text/csv") -> StoredObject:
+    """Upload as the run's current attempt, or as the (possibly stale) one named."""
+    return authority.stage_result(
+        run_id=run.id, attempt_id=attempt_id or run.current_attempt_id, fence=fence or run.fence,
+        data=data, content_type=content_type,
+    )
+
+
+def complete_success(run_id: str, attempt_id: str, fence: int, obj: StoredObject) -> Run:
+    return authority.complete(
+        run_id=run_id, attempt_id=attempt_id, fence=fence, outcome="succeeded",
+        object_key=obj.key, version_id=obj.version_id, checksum=obj.checksum,
+    )
+
+
+def publish(run: Run, obj: StoredObject, *, attempt_id: str | None = None, fence: int | None = None) -> Run:
+    """Complete as the run's current attempt, or as the (possibly stale) one named."""
+    return complete_success(run.id, attempt_id or run.current_attempt_id, fence or run.fence, obj)
+
+
+def succeeded_run(tenant, *, data: bytes = REPORT, **schedule_kw) -> Run:
+    """A sales report run, claimed, staged and published."""
+    run = start_run(report_schedule(tenant, **schedule_kw))
+    return publish(run, stage(run, data))
+
+
+def set_lease_deadline(run_id: str, deadline: datetime) -> None:
+    Run.objects.filter(id=run_id).update(lease_expires_at=deadline)
+    Attempt.objects.filter(run_id=run_id, state="running").update(lease_expires_at=deadline)
+
+
+def expire_lease(run_id: str, *, seconds_ago: float = 1) -> None:
+    """Time passes past the lease deadline (database time, as the authority compares it)."""
+    set_lease_deadline(run_id, authority_now() - timedelta(seconds=seconds_ago))
