@@ -1,4 +1,5 @@
-"""Real server processes for tests: S3 is exercised against a moto_server subprocess, never an in-process mock."""
+"""Real server processes for tests: S3 is exercised against a moto_server subprocess, never an in-process mock.
+Also the few things every test that starts a server needs: a free port, waiting for it, stopping it."""
 
 from __future__ import annotations
 
@@ -13,10 +14,33 @@ from pathlib import Path
 import pytest
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server process exited early with code {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _wait_until_answering(url: str, process: subprocess.Popen, timeout: float = 15.0) -> None:
@@ -38,7 +62,7 @@ def _wait_until_answering(url: str, process: subprocess.Popen, timeout: float = 
 def moto_server():
     """Endpoint URL of a moto_server process on 127.0.0.1, shared by the session."""
     binary = Path(sys.executable).with_name("moto_server")
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with pytest.MonkeyPatch.context() as env:
         # Dummy credentials for boto3's default chain; moto accepts any.
@@ -56,12 +80,7 @@ def moto_server():
             _wait_until_answering(f"{endpoint}/moto-api/", process)
             yield endpoint
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process)
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ import shutil
 import signal
 import subprocess
 import time
-import uuid
 
 import pytest
 import redis
 
-from tests.e2e.processes import Processes, free_port
-from tests.servers import moto_server  # noqa: F401
+from tests.child_env import redis_mode
+from tests.e2e.processes import Processes
+from tests.servers import free_port, moto_server  # noqa: F401
 
 CHAOS_REDIS_DB = 13
 
@@ -122,31 +122,10 @@ def print_database_sessions() -> None:
 @pytest.fixture
 def chaos(processes, redis_server, moto_server, settings):  # noqa: F811
     """The environment shared by this process and its children: one database, broker, bucket."""
-    from scheduler_project.celery import app
     from tests.chaos.system import ChaosSystem
-    from tests.e2e.conftest import database_url_of_test_db
-    from objectstore import get_object_store
 
-    bucket = f"chaos-{uuid.uuid4().hex[:12]}"
-    env = {
-        "DATABASE_URL": database_url_of_test_db(),
-        "REDIS_URL": redis_server.url,
-        "OBJECT_STORE_URL": f"s3://{bucket}",
-        "S3_ENDPOINT_URL": moto_server,
-        # Hints lost with the broker are republished within seconds, not the default 30.
-        "RELAY_REPUBLISH_AFTER_SECONDS": "5",
-    }
-    processes.env.update(env)
-    settings.OBJECT_STORE_URL = env["OBJECT_STORE_URL"]
-    settings.S3_ENDPOINT_URL = moto_server
-    settings.REDIS_URL = settings.CELERY_BROKER_URL = redis_server.url
-    get_object_store.cache_clear()
-    get_object_store().ensure_ready()
-    previous_broker = app.conf.broker_url
-    app.conf.broker_url = redis_server.url
-    yield ChaosSystem(processes, redis_server)
-    app.conf.broker_url = previous_broker
-    get_object_store.cache_clear()
+    with redis_mode(processes, settings, redis_url=redis_server.url, s3_endpoint=moto_server, bucket_prefix="chaos"):
+        yield ChaosSystem(processes, redis_server)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

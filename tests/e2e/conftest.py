@@ -6,16 +6,6 @@ import redis
 from tests.e2e.processes import Processes
 
 
-def database_url_of_test_db() -> str:
-    from django.db import connection
-
-    s = connection.settings_dict
-    if s["ENGINE"] != "django.db.backends.postgresql":
-        pytest.skip("end-to-end Redis mode runs on PostgreSQL")
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
-    return f"postgresql://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
 @pytest.fixture
 def redis_url():
     url = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

@@ -8,7 +8,8 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.processes import PYTHON, ROOT, Processes, free_port, wait_until
+from tests.e2e.processes import PYTHON, ROOT, Processes, wait_until
+from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
 

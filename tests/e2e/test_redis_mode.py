@@ -4,7 +4,6 @@ PostgreSQL, Redis, and a moto S3 server. Nothing is mocked."""
 import hashlib
 import signal
 import urllib.request
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from runs.clock import authority_now
 from runs.models import Attempt, AttemptState, Outbox, Run, RunState
 from schedules.models import Schedule
-from tests.e2e.conftest import database_url_of_test_db
+from tests.child_env import redis_mode
 from tests.e2e.processes import wait_until
 from tests.factories import api_client, make_tenant
 
@@ -22,28 +21,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 @pytest.fixture
 def system(processes, redis_url, moto_server, settings):
     """Environment shared by this process and its children: one database, broker, bucket."""
-    from objectstore import get_object_store
-
-    bucket = f"e2e-{uuid.uuid4().hex[:12]}"
-    env = {
-        "DATABASE_URL": database_url_of_test_db(),
-        "REDIS_URL": redis_url,
-        "OBJECT_STORE_URL": f"s3://{bucket}",
-        "S3_ENDPOINT_URL": moto_server,
-        "RELAY_REPUBLISH_AFTER_SECONDS": "5",
-    }
-    processes.env.update(env)
-    settings.OBJECT_STORE_URL = env["OBJECT_STORE_URL"]
-    settings.S3_ENDPOINT_URL = moto_server
-    settings.REDIS_URL = redis_url
-    settings.CELERY_BROKER_URL = redis_url
-    get_object_store.cache_clear()
-    get_object_store().ensure_ready()
-    from scheduler_project.celery import app
-
-    app.conf.broker_url = redis_url
-    yield processes
-    get_object_store.cache_clear()
+    with redis_mode(processes, settings, redis_url=redis_url, s3_endpoint=moto_server, bucket_prefix="e2e"):
+        yield processes
 
 
 def create_schedule(client, **body):

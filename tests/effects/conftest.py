@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.effects.helpers import start_smtp_sink, stop_process
+from tests.effects.helpers import start_smtp_sink
+from tests.servers import stop_process
 
 STALL_SECONDS = 3.0
 CLIENT_TIMEOUT = 1.0

@@ -9,25 +9,17 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 
 from effects.delivery import PassStats, claim_next_delivery
 from effects.models import EffectDelivery, EffectIntent
 from runs.clock import authority_now
 from tests.authority_steps import succeeded_run
+from tests.child_env import database_url_of_test_db
 from tests.effects.helpers import ROOT, read_mailbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REPORT = b"region,total\nus,42\n"
-
-
-def database_url() -> str:
-    s = connection.settings_dict
-    if s["ENGINE"] != "django.db.backends.postgresql":
-        pytest.skip("effect processes share the test database over PostgreSQL")
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
-    return f"postgresql://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 @pytest.fixture
@@ -37,7 +29,7 @@ def effect_process(settings, smtp_server, tmp_path):
     def start(name: str):
         env = dict(
             os.environ,
-            DATABASE_URL=database_url(),
+            DATABASE_URL=database_url_of_test_db(),
             OBJECT_STORE_URL=settings.OBJECT_STORE_URL,
             EMAIL_HOST="127.0.0.1",
             EMAIL_PORT=str(smtp_server.port),

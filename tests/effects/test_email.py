@@ -13,7 +13,8 @@ from runs.clock import authority_now
 from runs.models import Outbox, StoredObject
 from scheduler_project.http.representations import instant
 from tests.authority_steps import succeeded_run
-from tests.effects.helpers import attachments, checksum, free_port, read_mailbox
+from tests.effects.helpers import attachments, checksum, read_mailbox
+from tests.servers import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,7 +8,7 @@ from django.test import Client
 from effects.delivery import effects_pass
 from effects.models import EffectDelivery, EffectIntent
 from tests.authority_steps import succeeded_run
-from tests.effects.helpers import free_port
+from tests.servers import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,0 +1,50 @@
+"""What child processes need to share this test's world: the test database, and in Redis
+mode the broker and the bucket too."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+
+import pytest
+
+
+def database_url_of_test_db() -> str:
+    """DATABASE_URL of the database pytest-django created, for processes started by a test."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if s["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("child processes share the test database over PostgreSQL")
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgresql://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@contextmanager
+def redis_mode(processes, settings, *, redis_url: str, s3_endpoint: str, bucket_prefix: str):
+    """This process and the children ``processes`` starts share one database, broker and a
+    fresh bucket; the Celery app publishes to that broker until the block ends."""
+    from objectstore import get_object_store
+    from scheduler_project.celery import app
+
+    bucket_url = f"s3://{bucket_prefix}-{uuid.uuid4().hex[:12]}"
+    processes.env.update({
+        "DATABASE_URL": database_url_of_test_db(),
+        "REDIS_URL": redis_url,
+        "OBJECT_STORE_URL": bucket_url,
+        "S3_ENDPOINT_URL": s3_endpoint,
+        # Hints lost with the broker are republished within seconds, not the default 30.
+        "RELAY_REPUBLISH_AFTER_SECONDS": "5",
+    })
+    settings.OBJECT_STORE_URL = bucket_url
+    settings.S3_ENDPOINT_URL = s3_endpoint
+    settings.REDIS_URL = settings.CELERY_BROKER_URL = redis_url
+    get_object_store.cache_clear()
+    get_object_store().ensure_ready()
+    previous_broker = app.conf.broker_url
+    app.conf.broker_url = redis_url
+    try:
+        yield
+    finally:
+        app.conf.broker_url = previous_broker
+        get_object_store.cache_clear()
