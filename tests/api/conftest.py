@@ -11,8 +11,9 @@ CRON_BODY = {
 
 
 @pytest.fixture(autouse=True)
-def _isolated_object_store(settings, tmp_path):
-    settings.OBJECT_STORE_URL = f"file://{tmp_path / 'objects'}"
+def file_objects(file_objects):
+    """Uploads and downloads through the API land in this test's own directory."""
+    return file_objects
 
 
 @pytest.fixture

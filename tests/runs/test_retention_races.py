@@ -35,12 +35,8 @@ WINDOW = 0.06  # seconds: the lease ends somewhere inside the publisher's random
 
 
 @pytest.fixture(autouse=True)
-def race_settings(settings, tmp_path):
-    settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
+def race_settings(settings, file_objects):
     settings.ORPHAN_GRACE_SECONDS = 0  # safety must come from the locks, not from waiting
-    get_object_store.cache_clear()
-    yield
-    get_object_store.cache_clear()
 
 
 def _on_own_connection(fn):
