@@ -6,12 +6,13 @@ from django.db.models import Count, OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
 
-from schedules.models import OverlapPolicy, Schedule, Tenant
+from schedules.models import Schedule, Tenant
 from runs.authority.transitions import clamp_lease, dispatch_intent, finish_run, lease_until
 from runs import metrics
 from runs.bulk import bulk_set
 from runs.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
+from runs.overlap import Step, admit, takes_guard
 from runs.models import (
     Attempt,
     AttemptState,
@@ -148,11 +149,12 @@ def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lea
         schedule = schedules.get(run.schedule_id)
         if schedule is None:
             continue  # its schedule is being changed right now; a later claim takes it
-        if schedule.overlap_policy != OverlapPolicy.ALLOW:
-            if schedule.active_run_id not in (None, run.id):
-                run.state, run.pending_reason = RunState.PENDING, PendingReason.OVERLAP
-                blocked.append(run)
-                continue
+        policy = schedule.overlap_policy
+        if admit(policy, guard=schedule.active_run_id, run_id=run.id, new=False) is Step.WAIT:
+            run.state, run.pending_reason = RunState.PENDING, PendingReason.OVERLAP
+            blocked.append(run)
+            continue
+        if takes_guard(policy):
             if schedule.active_run_id is None:
                 schedule.active_run_id = run.id
                 guarded[schedule.id] = schedule

@@ -10,13 +10,14 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from schedules import recurrence
-from schedules.models import JobType, OverlapPolicy, Schedule, ScheduleRevision
+from schedules.models import JobType, Schedule, ScheduleRevision
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan, plan_catch_up
 from runs import metrics
 from runs.bulk import bulk_insert, bulk_set
 from runs.clock import authority_now
 from runs.counts import Counts
+from runs.overlap import Step, admit, takes_guard
 from runs.models import ACTIVE_STATES, Outbox, PendingReason, Run, RunState, SkipReason, Trigger, new_run_id
 from scheduler_project.failpoints import failpoint
 
@@ -155,25 +156,24 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
             stats.skipped += len(plan.skipped)
             metrics.SKIPPED.labels("misfire").inc(len(plan.skipped))
 
-        holder = schedule.active_run_id is not None
-        policy = schedule.overlap_policy
         for instant in plan.run:
             run = dict(base, id=new_run_id(), scheduled_at=instant, due_at=instant)
             waiters = waiting.get(schedule.id, 0)
-            if policy == OverlapPolicy.ALLOW or not (waiters or holder):
+            step = admit(schedule.overlap_policy, guard=schedule.active_run_id, waiting=waiters, new=True)
+            if step is Step.START:
                 run["state"] = RunState.QUEUED
                 run["dispatch_count"] = 1
                 outbox.append(dispatch_row(run["id"], 1, run["resource_class"], now))
                 stats.queued += 1
-            elif waiters or policy == OverlapPolicy.SKIP:
+            elif step is Step.SKIP:
                 run.update(state=RunState.SKIPPED, skip_reason=SkipReason.OVERLAP, finished_at=now)
                 stats.skipped += 1
                 metrics.SKIPPED.labels("overlap").inc()
             else:
                 run.update(state=RunState.PENDING, pending_reason=PendingReason.OVERLAP)
                 stats.pending += 1
-            if run["state"] != RunState.SKIPPED:
-                waiting[schedule.id] = waiters + 1
+            if step is not Step.SKIP:
+                waiting[schedule.id] = waiters + 1  # queued or waiting: ahead of the next instant
             runs.append(run)
         schedule.next_run_at = plan.next_run_at
         if rule.kind == "after_completion" and plan.run:
@@ -209,7 +209,7 @@ def _current_payloads(schedules: list[DueSchedule | Schedule], job_types: dict[s
 
 def _waiting_counts(schedules: list[DueSchedule | Schedule]) -> dict[str, int]:
     """Active occurrences not holding the guard, per schedule: the overlap policy's queue."""
-    exclusive = [s.id for s in schedules if s.overlap_policy != OverlapPolicy.ALLOW]
+    exclusive = [s.id for s in schedules if takes_guard(s.overlap_policy)]
     counts: dict[str, int] = {}
     for schedule_id in Run.objects.filter(
         schedule_id__in=exclusive, state__in=ACTIVE_STATES, holds_guard=False

@@ -5,7 +5,8 @@ from datetime import timedelta
 from django.conf import settings
 
 from schedules import recurrence
-from schedules.models import OverlapPolicy, Schedule
+from schedules.models import Schedule
+from runs.overlap import Step, admit, takes_guard
 from runs.models import Outbox, OutboxKind, PendingReason, Run, RunState
 
 
@@ -45,7 +46,9 @@ def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = ""
             schedule_changes.append("active_run")
     # Saved now so the partial unique index sees the guard released before a waiter takes it.
     run.save()
-    if schedule.overlap_policy != OverlapPolicy.ALLOW and schedule.active_run_id is None:
+    policy = schedule.overlap_policy
+    # Only a guarded policy keeps waiters, and only a free guard lets the oldest one start.
+    if takes_guard(policy) and admit(policy, guard=schedule.active_run_id, new=False) is Step.START:
         waiter = (
             Run.objects.select_for_update()
             .filter(schedule=schedule, state=RunState.PENDING, pending_reason=PendingReason.OVERLAP)
