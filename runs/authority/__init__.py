@@ -4,10 +4,12 @@ call these functions; each is one database transaction with locks taken in the o
 tenant, schedule, occurrence, and authority time read from the database after lock waits.
 """
 
-from runs.authority.claims import claim, claim_many, heartbeat, sweep_expired_leases
+from runs.authority.claims import claim, claim_many
 from runs.authority.completion import complete, result_key, stage_result
 from runs.authority.materialize import MaterializeStats, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once
+from runs.authority.ownership import heartbeat
+from runs.authority.sweep import sweep_expired_leases
 
 __all__ = [
     "MaterializeStats",

@@ -1,4 +1,5 @@
-"""Ownership: claim (allocates the fence), heartbeat (extends the lease), sweep (expires it)."""
+"""Claims: free slots get claimable occurrences, weighted-fair across tenants; each claim
+allocates a new fence and starts an attempt under a lease."""
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -7,22 +8,13 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
 
 from schedules.models import Schedule, Tenant
-from runs.authority.transitions import clamp_lease, dispatch_intent, finish_run, lease_until
+from runs.authority.transitions import clamp_lease, lease_until
 from runs import metrics
 from runs.bulk import bulk_set
 from runs.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
 from runs.overlap import Step, admit, takes_guard
-from runs.models import (
-    Attempt,
-    AttemptState,
-    Outbox,
-    OutboxKind,
-    PendingReason,
-    Run,
-    RunState,
-)
-from scheduler_project.errors import NotFound, StaleFence
+from runs.models import Attempt, Outbox, OutboxKind, PendingReason, Run, RunState
 
 CLAIM_ROUNDS = 3  # allocation rounds per claim_many when guards or locks pass over candidates
 
@@ -191,89 +183,3 @@ def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lea
              "current_attempt", "holds_guard"],
         )
     return claimed
-
-
-def heartbeat(*, run_id: str, attempt_id: str, fence: int) -> Run:
-    """Extend the lease of the current attempt; a passed lease cannot be revived."""
-    with metrics.counting_stale("heartbeat"), transaction.atomic():
-        run = Run.objects.select_for_update().filter(id=run_id).first()
-        if run is None:
-            raise NotFound("no such run")
-        now = authority_now()
-        attempt = current_attempt(run, attempt_id, fence, now)
-        run.lease_expires_at = attempt.lease_expires_at = lease_until(now, attempt.lease_seconds)
-        run.save(update_fields=["lease_expires_at"])
-        attempt.save(update_fields=["lease_expires_at"])
-        return run
-
-
-def current_attempt(run: Run, attempt_id: str, fence: int, now) -> Attempt:
-    """The attempt if it owns the run at authority time ``now``; StaleFence otherwise."""
-    attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
-    if attempt is None:
-        raise NotFound("no such attempt")
-    require_current(run, attempt, fence, now)
-    return attempt
-
-
-def require_current(run: Run, attempt: Attempt, fence: int, now) -> None:
-    """Ownership check: latest fence, running attempt, lease not passed (authority time)."""
-    if (
-        run.state != RunState.RUNNING
-        or run.current_attempt_id != attempt.id
-        or run.fence != fence
-        or attempt.fence != fence
-        or attempt.state != AttemptState.RUNNING
-    ):
-        raise StaleFence("fence is no longer current", details={"currentFence": run.fence})
-    if run.lease_expires_at <= now:
-        raise StaleFence("lease has expired", details={"currentFence": run.fence})
-
-
-def sweep_expired_leases(*, batch_size: int = 500) -> int:
-    """Expire passed leases: the run is re-queued with a fresh dispatch intent, or ends if
-    its attempts are used up or cancellation was requested. Returns runs swept."""
-    with transaction.atomic():
-        now = authority_now()
-        expired = list(
-            Run.objects.filter(state=RunState.RUNNING, lease_expires_at__lte=now)
-            .order_by("lease_expires_at")
-            .values_list("id", "schedule_id")[:batch_size]
-        )
-        if not expired:
-            return 0
-        # Schedule, then run, both SKIP LOCKED: a run being completed right now is left alone.
-        schedules = {
-            s.id: s
-            for s in Schedule.objects.filter(id__in={sid for _, sid in expired}).select_for_update(skip_locked=True)
-        }
-        runs = list(
-            Run.objects.filter(
-                id__in=[rid for rid, sid in expired if sid in schedules],
-                state=RunState.RUNNING,
-                lease_expires_at__lte=now,
-            ).select_for_update(skip_locked=True)
-        )
-        now = authority_now()
-        outbox = []
-        for run in runs:
-            if run.lease_expires_at > now:
-                continue
-            Attempt.objects.filter(id=run.current_attempt_id, state=AttemptState.RUNNING).update(
-                state=AttemptState.EXPIRED, finished_at=now, error="lease expired"
-            )
-            schedule = schedules[run.schedule_id]
-            if run.cancellation_requested:
-                run.cancellation_accepted = True
-                outbox += finish_run(schedule, run, RunState.CANCELED, now)
-            elif run.attempt_count >= run.max_attempts:
-                outbox += finish_run(schedule, run, RunState.FAILED, now, error="lease expired; attempts exhausted")
-            else:
-                run.state = RunState.QUEUED
-                run.due_at = now
-                run.lease_expires_at = None
-                outbox.append(dispatch_intent(run, now))
-                run.save(update_fields=["state", "due_at", "lease_expires_at", "dispatch_count"])
-        Outbox.objects.bulk_create(outbox)
-    metrics.EXPIRED_LEASES.inc(len(runs))
-    return len(runs)

@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.db import transaction
 
 from effects.models import EffectIntent, EffectKind
-from runs.authority.claims import current_attempt, require_current
+from runs.authority.ownership import current_attempt, require_current
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics

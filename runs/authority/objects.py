@@ -18,7 +18,7 @@ from django.db import transaction
 
 from effects.models import EffectIntent, EffectState
 from objectstore import get_object_store
-from runs.authority.claims import require_current
+from runs.authority.ownership import require_current
 from runs.clock import authority_now
 from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject
 from scheduler_project.errors import StaleFence

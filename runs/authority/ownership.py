@@ -1,0 +1,47 @@
+"""Ownership of a running occurrence: whether an attempt still owns it, and the heartbeat
+that extends its lease. Both judge by authority time, never by a worker's clock."""
+
+from django.db import transaction
+
+from runs import metrics
+from runs.authority.transitions import lease_until
+from runs.clock import authority_now
+from runs.models import Attempt, AttemptState, Run, RunState
+from scheduler_project.errors import NotFound, StaleFence
+
+
+def heartbeat(*, run_id: str, attempt_id: str, fence: int) -> Run:
+    """Extend the lease of the current attempt; a passed lease cannot be revived."""
+    with metrics.counting_stale("heartbeat"), transaction.atomic():
+        run = Run.objects.select_for_update().filter(id=run_id).first()
+        if run is None:
+            raise NotFound("no such run")
+        now = authority_now()
+        attempt = current_attempt(run, attempt_id, fence, now)
+        run.lease_expires_at = attempt.lease_expires_at = lease_until(now, attempt.lease_seconds)
+        run.save(update_fields=["lease_expires_at"])
+        attempt.save(update_fields=["lease_expires_at"])
+        return run
+
+
+def current_attempt(run: Run, attempt_id: str, fence: int, now) -> Attempt:
+    """The attempt if it owns the run at authority time ``now``; StaleFence otherwise."""
+    attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
+    if attempt is None:
+        raise NotFound("no such attempt")
+    require_current(run, attempt, fence, now)
+    return attempt
+
+
+def require_current(run: Run, attempt: Attempt, fence: int, now) -> None:
+    """Ownership check: latest fence, running attempt, lease not passed (authority time)."""
+    if (
+        run.state != RunState.RUNNING
+        or run.current_attempt_id != attempt.id
+        or run.fence != fence
+        or attempt.fence != fence
+        or attempt.state != AttemptState.RUNNING
+    ):
+        raise StaleFence("fence is no longer current", details={"currentFence": run.fence})
+    if run.lease_expires_at <= now:
+        raise StaleFence("lease has expired", details={"currentFence": run.fence})
