@@ -1,7 +1,9 @@
 """The scheduling authority: the only code that changes an occurrence's state, fence,
 lease, attempts or result pointer. API views, Celery tasks, admin actions and commands
-call these functions; each is one database transaction with locks taken in the order
-tenant, schedule, occurrence, and authority time read from the database after lock waits.
+call these functions; each is one durable database transaction (none can run inside a
+caller's transaction, so none can hold row locks across a caller's network call), with
+locks taken in the order tenant, schedule, occurrence, and authority time read from the
+database after lock waits. Every statement of the hot path is in runs/authority/sql.py.
 """
 
 from runs.authority.claims import claim, claim_many

@@ -2,15 +2,14 @@
 allocates a new fence and starts an attempt under a lease."""
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Count, OuterRef, Subquery
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Coalesce, Now
+from django.db import transaction
+from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Now
 
 from schedules.models import Schedule, Tenant
 from runs.authority.transitions import clamp_lease, lease_until
 from runs import metrics
-from runs.bulk import bulk_set
+from runs.authority.sql import bulk_set, running_count
 from runs.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
 from runs.overlap import Step, admit, takes_guard
@@ -43,12 +42,12 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     """
     classes = list(resource_classes or settings.RESOURCE_CLASSES)
     claimed: list[Run] = []
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
         tenants = list(
             Tenant.objects.annotate(
                 oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1]),
-                running=_running(),
+                running=running_count(),
             ).filter(oldest__isnull=False)
         )
         if not tenants:
@@ -68,7 +67,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
                 break
             newly = _lock_tenants(sorted(set(shares) - locked), skip_locked=round_number > 0)
             locked |= newly
-            recount = Tenant.objects.filter(id__in=newly).annotate(n=_running()).values_list("id", "n")
+            recount = Tenant.objects.filter(id__in=newly).annotate(n=running_count()).values_list("id", "n")
             for tenant_id, count in recount:
                 load = loads[tenant_id]  # the exact count, now that claims of this tenant wait for us
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, count, load.max_running)
@@ -102,23 +101,6 @@ def _lock_tenants(tenant_ids: list[str], *, skip_locked: bool) -> set[str]:
         return set()
     rows = Tenant.objects.filter(id__in=tenant_ids).order_by("id").select_for_update(skip_locked=skip_locked)
     return set(rows.values_list("id", flat=True))
-
-
-def _running():
-    """A tenant's running runs, as an annotation of a tenant query. On PostgreSQL the count
-    stops at the tenant's limit, so a claim costs what the limit allows, not what is
-    running. Exact only for a tenant this transaction has locked, and only in a statement
-    after the lock: the locking statement's own snapshot predates its wait."""
-    if connection.vendor == "postgresql":
-        tenant_table, run_table = Tenant._meta.db_table, Run._meta.db_table
-        return RawSQL(
-            f"SELECT count(*) FROM (SELECT 1 FROM {run_table} AS r WHERE r.tenant_id = {tenant_table}.id "
-            f"AND r.state = %s LIMIT {tenant_table}.max_active_runs) AS capped",
-            [RunState.RUNNING],
-        )
-    # SQLite cannot LIMIT by an outer column.
-    running = Run.objects.filter(tenant=OuterRef("pk"), state=RunState.RUNNING).order_by().values("tenant")
-    return Coalesce(Subquery(running.annotate(n=Count("pk")).values("n")[:1]), 0)
 
 
 def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lease_seconds) -> list[Run]:

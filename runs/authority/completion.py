@@ -9,6 +9,7 @@ from django.db import transaction
 
 from effects.models import EffectIntent, EffectKind
 from runs.authority.ownership import current_attempt, require_current
+from runs.authority.sql import transition
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics
@@ -43,7 +44,7 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
     """Register the upload (staged) before it begins, upload outside any transaction, then
     record the version. Repeating the same bytes returns the same object."""
     key = result_key(run_id, attempt_id)
-    with metrics.counting_stale("stage"), transaction.atomic():
+    with metrics.counting_stale("stage"), transaction.atomic(durable=True):
         run = Run.objects.select_for_update().filter(id=run_id).first()
         if run is None:
             raise NotFound("no such run")
@@ -107,7 +108,7 @@ def complete(
 ) -> Run:
     if outcome not in OUTCOMES:
         raise InvalidRequest(f"outcome must be one of {', '.join(OUTCOMES)}", field="outcome")
-    with metrics.counting_stale("complete"), transaction.atomic():
+    with metrics.counting_stale("complete"), transaction.atomic(durable=True):
         schedule, run = lock_schedule_then_run(run_id)
         now = authority_now()
         attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
@@ -123,8 +124,7 @@ def complete(
             if not run.cancellation_requested:
                 raise InvalidState("cancellation was not requested for this run")
             _end_attempt(attempt, AttemptState.CANCELED, now)
-            run.cancellation_accepted = True
-            outbox += finish_run(schedule, run, RunState.CANCELED, now)
+            outbox += finish_run(schedule, run, RunState.CANCELED, now, cancellation_accepted=True)
         else:
             _end_attempt(attempt, AttemptState.FAILED, now, error=error, retryable=retryable)
             outbox += _fail_or_retry(schedule, run, now, error, retryable)
@@ -147,11 +147,10 @@ def _repeat(run: Run, attempt: Attempt, outcome: str, checksum: str | None) -> R
 
 
 def _end_attempt(attempt: Attempt, state: str, now, *, error: str = "", retryable=None) -> None:
-    attempt.state = state
-    attempt.finished_at = now
-    attempt.error = error[:10000]
-    attempt.retryable = retryable
-    attempt.save(update_fields=["state", "finished_at", "error", "retryable"])
+    transition(
+        attempt, {"state": AttemptState.RUNNING},
+        state=state, finished_at=now, error=error[:10000], retryable=retryable,
+    )
 
 
 def _publish(schedule, run, attempt, object_key, version_id, checksum, now) -> list[Outbox]:
@@ -170,14 +169,13 @@ def _publish(schedule, run, attempt, object_key, version_id, checksum, now) -> l
         raise InvalidState(f"the object is {obj.state} and can no longer be published")
     if obj.checksum != checksum:
         raise InvalidState("checksum does not match the staged object")
-    obj.state = ObjectState.REFERENCED
-    obj.referenced_at = now
-    obj.save(update_fields=["state", "referenced_at"])
+    transition(obj, {"state": ObjectState.STAGED}, state=ObjectState.REFERENCED, referenced_at=now)
     _end_attempt(attempt, AttemptState.SUCCEEDED, now)
-    run.accepted_attempt = attempt
-    run.result_key, run.result_version_id = obj.key, obj.version_id
-    run.result_checksum, run.result_size, run.result_content_type = obj.checksum, obj.size, obj.content_type
-    outbox = finish_run(schedule, run, RunState.SUCCEEDED, now)
+    outbox = finish_run(
+        schedule, run, RunState.SUCCEEDED, now,
+        accepted_attempt=attempt, result_key=obj.key, result_version_id=obj.version_id,
+        result_checksum=obj.checksum, result_size=obj.size, result_content_type=obj.content_type,
+    )
     return outbox + _effect_intents(run, now)
 
 
@@ -207,14 +205,12 @@ def _fail_or_retry(schedule, run, now, error, retryable) -> list[Outbox]:
             float(retry.get("maxDelaySeconds", 300)),
             random,
         )
-        run.state = RunState.PENDING
-        run.pending_reason = PendingReason.RETRY
-        run.due_at = now + timedelta(seconds=delay)
-        run.lease_expires_at = None
-        run.error = error[:10000]
-        run.save(update_fields=["state", "pending_reason", "due_at", "lease_expires_at", "error"])
+        transition(
+            run, {"state": RunState.RUNNING},
+            state=RunState.PENDING, pending_reason=PendingReason.RETRY, due_at=now + timedelta(seconds=delay),
+            lease_expires_at=None, error=error[:10000],
+        )
         return []
     if run.cancellation_requested:
-        run.cancellation_accepted = True
-        return finish_run(schedule, run, RunState.CANCELED, now, error=error)
+        return finish_run(schedule, run, RunState.CANCELED, now, error=error, cancellation_accepted=True)
     return finish_run(schedule, run, RunState.FAILED, now, error=error or "failed")

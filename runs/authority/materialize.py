@@ -5,7 +5,7 @@ import random
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
@@ -14,7 +14,7 @@ from schedules.models import JobType, Schedule, ScheduleRevision
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan, plan_catch_up
 from runs import metrics
-from runs.bulk import bulk_insert, bulk_set
+from runs.authority.sql import bulk_insert, bulk_set, lock_due_schedules
 from runs.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -57,7 +57,7 @@ def materialize_due(*, batch_size: int | None = None, buckets=None) -> Materiali
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedules = _lock_due(authority_now(), batch_size, buckets)
         if not schedules:
             return MaterializeStats()
@@ -71,31 +71,15 @@ def materialize_due(*, batch_size: int | None = None, buckets=None) -> Materiali
 def _lock_due(now, batch_size: int, buckets) -> list[DueSchedule]:
     """Lock up to ``batch_size`` schedules due at ``now`` in ``buckets`` (default: all).
 
-    The due index is (bucket, next_run_at, id). On PostgreSQL a LATERAL join reads each
-    bucket in index order under its own LIMIT, so a batch costs what it returns, never a
-    sort of everything due. Buckets are visited from a random offset: concurrent scanners
-    start apart instead of skipping each other's locked rows.
+    Buckets are visited from a random offset: concurrent scanners start apart instead of
+    skipping each other's locked rows.
     """
     # Each bucket once: a repeated one would return its rows twice (SKIP LOCKED does not
     # skip this transaction's own locks) and write each instant twice.
     buckets = list(dict.fromkeys(range(settings.DUE_BUCKETS) if buckets is None else buckets))
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
-    if connection.vendor != "postgresql":
-        due = Schedule.objects.filter(next_run_at__lte=now, bucket__in=buckets, paused=False, deleted_at__isnull=True)
-        rows = list(due.order_by("next_run_at").values_list(*MATERIALIZE_FIELDS)[:batch_size])
-    else:
-        columns = ", ".join(f'due."{Schedule._meta.get_field(name).column}"' for name in MATERIALIZE_FIELDS)
-        sql = (
-            f"SELECT {columns} FROM unnest(%s::smallint[]) AS b(bucket) CROSS JOIN LATERAL ("
-            f"  SELECT * FROM {Schedule._meta.db_table} AS s"
-            f"  WHERE s.bucket = b.bucket AND s.next_run_at <= %s AND NOT s.paused AND s.deleted_at IS NULL"
-            f"  ORDER BY s.next_run_at, s.id LIMIT %s FOR UPDATE SKIP LOCKED"
-            f") AS due LIMIT %s"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [buckets, now, batch_size, batch_size])
-            rows = cursor.fetchall()  # JSON arrives as text, decoded by DueSchedule
+    rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size)
     recurrences: dict[str, dict] = {}
     return [DueSchedule(row, recurrences) for row in rows]
 

@@ -9,7 +9,7 @@ from schedules.specs import validate_params
 from runs.authority.locks import lock_schedule, lock_schedule_then_run
 from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
-from runs.bulk import bulk_set
+from runs.authority.sql import bulk_set, transition
 from runs.clock import authority_now
 from runs.models import Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
 from scheduler_project.errors import IdempotencyConflict, InvalidState
@@ -21,7 +21,7 @@ def run_once(
 ) -> tuple[Run, bool]:
     """Create one manual occurrence (`params` over the schedule's, due at `run_at` or now);
     the same key returns the same run if `request_hash` matches the request that carried it."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
         params = {**schedule.params, **(params or {})}
@@ -66,25 +66,25 @@ def run_once(
 def run_cancel(*, tenant, run_id: str) -> Run:
     """Not started: canceled now. Running: cancellation requested, accepted when the worker
     completes with outcome canceled or its lease ends. Terminal: InvalidState."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedule, run = lock_schedule_then_run(run_id, tenant=tenant)
         if run.state in TERMINAL_STATES:
             raise InvalidState(f"run is already {run.state}")
         now = authority_now()
         if run.state == RunState.RUNNING:
             if not run.cancellation_requested:
-                run.cancellation_requested = True
-                run.save(update_fields=["cancellation_requested"])
+                transition(run, {"state": RunState.RUNNING}, cancellation_requested=True)
             return run
-        run.cancellation_requested = True
-        run.cancellation_accepted = True
-        Outbox.objects.bulk_create(finish_run(schedule, run, RunState.CANCELED, now))
+        outbox = finish_run(
+            schedule, run, RunState.CANCELED, now, cancellation_requested=True, cancellation_accepted=True
+        )
+        Outbox.objects.bulk_create(outbox)
         return run
 
 
 def promote_due_runs(*, batch_size: int = 1000) -> int:
     """Pending runs whose due time or retry delay has passed become queued, with a dispatch intent."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         now = authority_now()
         runs = list(
             Run.objects.filter(

@@ -4,6 +4,7 @@ that extends its lease. Both judge by authority time, never by a worker's clock.
 from django.db import transaction
 
 from runs import metrics
+from runs.authority.sql import transition
 from runs.authority.transitions import lease_until
 from runs.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
@@ -12,15 +13,15 @@ from scheduler_project.errors import NotFound, StaleFence
 
 def heartbeat(*, run_id: str, attempt_id: str, fence: int) -> Run:
     """Extend the lease of the current attempt; a passed lease cannot be revived."""
-    with metrics.counting_stale("heartbeat"), transaction.atomic():
+    with metrics.counting_stale("heartbeat"), transaction.atomic(durable=True):
         run = Run.objects.select_for_update().filter(id=run_id).first()
         if run is None:
             raise NotFound("no such run")
         now = authority_now()
         attempt = current_attempt(run, attempt_id, fence, now)
-        run.lease_expires_at = attempt.lease_expires_at = lease_until(now, attempt.lease_seconds)
-        run.save(update_fields=["lease_expires_at"])
-        attempt.save(update_fields=["lease_expires_at"])
+        until = lease_until(now, attempt.lease_seconds)
+        transition(run, {"state": RunState.RUNNING, "fence": fence}, lease_expires_at=until)
+        transition(attempt, {"state": AttemptState.RUNNING}, lease_expires_at=until)
         return run
 
 

@@ -7,7 +7,8 @@ from django.conf import settings
 from schedules import recurrence
 from schedules.models import Schedule
 from runs.overlap import Step, admit, takes_guard
-from runs.models import Outbox, OutboxKind, PendingReason, Run, RunState
+from runs.authority.sql import transition
+from runs.models import ACTIVE_STATES, Outbox, OutboxKind, PendingReason, Run, RunState
 
 
 def dispatch_row(run_id: str, count: int, resource_class: str, now) -> dict:
@@ -27,25 +28,25 @@ def dispatch_intent(run: Run, now) -> Outbox:
     return Outbox(**dispatch_row(run.id, run.dispatch_count, run.resource_class, now))
 
 
-def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = "") -> list[Outbox]:
-    """Move a run to a terminal state, release its guard and free what waited on it.
+def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = "", **changes) -> list[Outbox]:
+    """Move a run to a terminal state in one guarded statement, together with ``changes``
+    (the result pointer, cancellation flags), release its guard and free what waited on it.
 
     Returns outbox rows to insert (the promoted waiter's dispatch intent), unsaved.
     """
-    run.state = state
-    run.pending_reason = PendingReason.NONE
-    run.finished_at = now
     if error:
-        run.error = error[:10000]
+        changes["error"] = error[:10000]
+    released = run.holds_guard
+    # Written now so the partial unique index sees the guard released before a waiter takes it.
+    transition(
+        run, {"state__in": ACTIVE_STATES},
+        state=state, pending_reason=PendingReason.NONE, finished_at=now, holds_guard=False, **changes,
+    )
     outbox = []
     schedule_changes = []
-    if run.holds_guard:
-        run.holds_guard = False
-        if schedule.active_run_id == run.id:
-            schedule.active_run = None
-            schedule_changes.append("active_run")
-    # Saved now so the partial unique index sees the guard released before a waiter takes it.
-    run.save()
+    if released and schedule.active_run_id == run.id:
+        schedule.active_run = None
+        schedule_changes.append("active_run")
     policy = schedule.overlap_policy
     # Only a guarded policy keeps waiters, and only a free guard lets the oldest one start.
     if takes_guard(policy) and admit(policy, guard=schedule.active_run_id, new=False) is Step.START:
@@ -56,11 +57,12 @@ def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = ""
             .first()
         )
         if waiter is not None:
-            waiter.state = RunState.QUEUED
-            waiter.pending_reason = PendingReason.NONE
-            waiter.due_at = min(waiter.due_at, now)
             outbox.append(dispatch_intent(waiter, now))
-            waiter.save(update_fields=["state", "pending_reason", "due_at", "dispatch_count"])
+            transition(
+                waiter, {"state": RunState.PENDING, "pending_reason": PendingReason.OVERLAP},
+                state=RunState.QUEUED, pending_reason=PendingReason.NONE, due_at=min(waiter.due_at, now),
+                dispatch_count=waiter.dispatch_count,
+            )
     if (
         schedule.recurrence.get("kind") == "after_completion"
         and not schedule.paused

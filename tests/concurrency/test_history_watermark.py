@@ -4,7 +4,7 @@ import threading
 from datetime import datetime
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from runs.authority import run_once
 from schedules.services import schedule_create
@@ -20,12 +20,15 @@ def test_history_watermark__stays_before_an_uncommitted_run(tenant):
     inserted, release, created = threading.Event(), threading.Event(), {}
 
     def slow_creator():
+        # Authority entry points are durable (never nested in an atomic block), so the open
+        # transaction around the insert is a manual one: it commits only when released.
+        connection.set_autocommit(False)
         try:
-            with transaction.atomic():
-                run, _ = run_once(tenant=tenant, schedule_id=schedule.id)
-                created["run"] = run
-                inserted.set()
-                release.wait(10)
+            run, _ = run_once(tenant=tenant, schedule_id=schedule.id)
+            created["run"] = run
+            inserted.set()
+            release.wait(10)
+            connection.commit()
         finally:
             connection.close()
 

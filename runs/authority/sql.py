@@ -1,9 +1,81 @@
-"""Set-based writes for the hot paths (materialize, claim): one statement per batch."""
+"""The authority's statements: every write of the hot path and every query with a vendor
+branch, one named function each (like procrastinate's queries file).
+
+PostgreSQL is the production authority; the embedded SQLite takes the plain ORM branch of
+each function. Callers hold the locks each statement's docstring names.
+"""
 
 import json
 
 from django.db import connection
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce
 from django.utils import timezone
+
+from runs.models import Run, RunState
+from schedules.models import Schedule, Tenant
+
+
+class TransitionConflict(RuntimeError):
+    """A guarded transition found its row in another state than the caller locked it in.
+
+    Never a client error: it means a lock was not taken or a state check is missing, so
+    the transaction is rolled back loudly instead of overwriting someone else's change.
+    """
+
+
+def transition(obj, expected: dict, **changes) -> None:
+    """Write ``changes`` to a loaded row, guarded: ``UPDATE ... SET changes WHERE pk AND
+    expected``, then the same values on ``obj``. ``expected`` holds ORM lookups
+    (``{"state": "running"}``, ``{"state__in": [...]}``); only the named columns are
+    written. TransitionConflict when the row is not in the expected state."""
+    model = type(obj)
+    if not model.objects.filter(pk=obj.pk, **expected).update(**changes):
+        raise TransitionConflict(f"{model.__name__} {obj.pk} is not in the expected state {expected}")
+    for name, value in changes.items():
+        setattr(obj, name, value)
+
+
+def lock_due_schedules(fields, buckets: list[int], now, limit: int) -> list[tuple]:
+    """Lock up to ``limit`` unpaused, undeleted schedules due at ``now`` in ``buckets``,
+    skipping locked ones; rows of ``fields`` (JSON fields as text on PostgreSQL).
+
+    The due index is (bucket, next_run_at, id). On PostgreSQL a LATERAL join reads each
+    bucket in index order under its own LIMIT, so a batch costs what it returns, never a
+    sort of everything due; buckets are read in the order given.
+    """
+    if connection.vendor != "postgresql":
+        due = Schedule.objects.filter(next_run_at__lte=now, bucket__in=buckets, paused=False, deleted_at__isnull=True)
+        return list(due.order_by("next_run_at").values_list(*fields)[:limit])
+    columns = ", ".join(f'due."{Schedule._meta.get_field(name).column}"' for name in fields)
+    sql = (
+        f"SELECT {columns} FROM unnest(%s::smallint[]) AS b(bucket) CROSS JOIN LATERAL ("
+        f"  SELECT * FROM {Schedule._meta.db_table} AS s"
+        f"  WHERE s.bucket = b.bucket AND s.next_run_at <= %s AND NOT s.paused AND s.deleted_at IS NULL"
+        f"  ORDER BY s.next_run_at, s.id LIMIT %s FOR UPDATE SKIP LOCKED"
+        f") AS due LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [buckets, now, limit, limit])
+        return cursor.fetchall()
+
+
+def running_count():
+    """A tenant's running runs, as an annotation of a tenant query. On PostgreSQL the count
+    stops at the tenant's limit, so a claim costs what the limit allows, not what is
+    running. Exact only for a tenant this transaction has locked, and only in a statement
+    after the lock: the locking statement's own snapshot predates its wait."""
+    if connection.vendor == "postgresql":
+        tenant_table, run_table = Tenant._meta.db_table, Run._meta.db_table
+        return RawSQL(
+            f"SELECT count(*) FROM (SELECT 1 FROM {run_table} AS r WHERE r.tenant_id = {tenant_table}.id "
+            f"AND r.state = %s LIMIT {tenant_table}.max_active_runs) AS capped",
+            [RunState.RUNNING],
+        )
+    # SQLite cannot LIMIT by an outer column.
+    running = Run.objects.filter(tenant=OuterRef("pk"), state=RunState.RUNNING).order_by().values("tenant")
+    return Coalesce(Subquery(running.annotate(n=Count("pk")).values("n")[:1]), 0)
 
 
 def bulk_set(model, objs, fields: list[str]) -> None:
