@@ -25,7 +25,6 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
-from django.db.models.functions import Coalesce
 
 from effects import adapters
 from effects.adapters import ProviderOutcome
@@ -35,7 +34,7 @@ from objectstore import ObjectMissing, get_object_store
 from runs.authority.objects import object_pin
 from runs.backoff import retry_delay_seconds
 from runs.clock import authority_now
-from runs.models import ObjectState, Outbox, OutboxKind, StoredObject
+from runs.models import ObjectState, StoredObject
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound
 from scheduler_project.http.representations import instant
 from schedules.models import JobType, UncertainEffectPolicy
@@ -327,19 +326,11 @@ def _settle(intent: EffectIntent, outcome: str, now) -> None:
     else:  # permanent refusal, or out of deliveries
         intent.state = EffectState.UNCERTAIN if maybe_delivered else EffectState.FAILED
         intent.next_attempt_at = None
-    if intent.state in SETTLED_STATES:
-        _mark_outbox_processed(intent.action, now)
 
 
 def _policy(intent: EffectIntent) -> str:
     policy = JobType.objects.filter(name=intent.run.job_type).values_list("uncertain_effect_policy", flat=True).first()
     return policy or UncertainEffectPolicy.HOLD
-
-
-def _mark_outbox_processed(action: str, now) -> None:
-    Outbox.objects.filter(kind=OutboxKind.EFFECT, action_key=action, processed_at__isnull=True).update(
-        processed_at=now, published_at=Coalesce("published_at", now)
-    )
 
 
 # --- Operator decisions ----------------------------------------------------------------------
@@ -371,7 +362,6 @@ def effect_resolve(*, action: str, resolution: str, actor: str = "operator", not
             intent.state, intent.next_attempt_at = EffectState.PENDING, None
         else:
             intent.state, intent.next_attempt_at = resolution, None
-            _mark_outbox_processed(intent.action, now)
         entry = f"{instant(now)} {actor}: {resolution}" + (f" ({note})" if note else "")
         intent.resolution = f"{intent.resolution}\n{entry}".strip()
         intent.updated_at = now

@@ -199,7 +199,6 @@ class Attempt(models.Model):
 
 class OutboxKind(models.TextChoices):
     DISPATCH = "dispatch"
-    EFFECT = "effect"
 
 
 class Outbox(models.Model):

@@ -19,7 +19,6 @@ from runs.models import (
     AttemptState,
     ObjectState,
     Outbox,
-    OutboxKind,
     PendingReason,
     Run,
     RunState,
@@ -176,24 +175,23 @@ def _publish(schedule, run, attempt, object_key, version_id, checksum, now) -> l
         accepted_attempt=attempt, result_key=obj.key, result_version_id=obj.version_id,
         result_checksum=obj.checksum, result_size=obj.size, result_content_type=obj.content_type,
     )
-    return outbox + _effect_intents(run, now)
+    _effect_intents(run, now)
+    return outbox
 
 
-def _effect_intents(run: Run, now) -> list[Outbox]:
-    """Only a committed canonical publication creates effect intents, in its transaction."""
-    outbox = []
-    for kind, verb in ((EffectKind.EMAIL, "send"), (EffectKind.WEBHOOK, "post")):
-        target = (run.payload.get("effects") or {}).get(kind)
-        if not target:
-            continue
-        action = f"{verb}-{run.id}"
-        EffectIntent.objects.create(
-            action=action, run=run, kind=kind, target=target,
+def _effect_intents(run: Run, now) -> None:
+    """Only a committed canonical publication creates effect intents, in its transaction;
+    the effects loop claims the intents themselves, so they need no outbox row."""
+    intents = [
+        EffectIntent(
+            action=f"{verb}-{run.id}", run=run, kind=kind, target=target,
             result_key=run.result_key, result_version_id=run.result_version_id,
             result_checksum=run.result_checksum, created_at=now, updated_at=now,
         )
-        outbox.append(Outbox(kind=OutboxKind.EFFECT, action_key=action, run=run, created_at=now))
-    return outbox
+        for kind, verb in ((EffectKind.EMAIL, "send"), (EffectKind.WEBHOOK, "post"))
+        if (target := (run.payload.get("effects") or {}).get(kind))
+    ]
+    EffectIntent.objects.bulk_create(intents)
 
 
 def _fail_or_retry(schedule, run, now, error, retryable) -> list[Outbox]:
