@@ -1,0 +1,45 @@
+"""Recurrence rules: validation of the API's ``recurrence`` object and occurrence math.
+
+Pure Python (stdlib + zoneinfo) so the API, the materializer and the tests share one
+implementation without needing Django.
+
+Three kinds of rule exist:
+
+* ``cron``: standard 5-field Vixie cron matched on local wall-clock time in the rule's
+  IANA zone. A local time inside a DST gap fires once, at the instant ``fold=0`` gives
+  (shifted forward by the gap); a repeated local time fires once, at its first
+  occurrence; local slots resolving to the same instant are one occurrence.
+* ``interval``: ``anchor + k * everySeconds`` for integers ``k >= 0``.
+* ``after_completion``: the previous occurrence's end plus ``delaySeconds``.
+
+The cron matcher is in ``cron``, the rules and occurrence math in ``rules``, the client
+errors in ``errors``; this package is their public surface.
+"""
+
+from schedules.recurrence.cron import MAX_CRON_LENGTH, normalize_cron
+from schedules.recurrence.errors import InvalidCron, InvalidRecurrence, InvalidTimezone, RecurrenceError
+from schedules.recurrence.rules import (
+    MAX_SECONDS,
+    Rule,
+    instants_between,
+    local_rendering,
+    next_after,
+    parse_rule,
+    preview,
+)
+
+__all__ = [
+    "RecurrenceError",
+    "InvalidCron",
+    "InvalidTimezone",
+    "InvalidRecurrence",
+    "Rule",
+    "parse_rule",
+    "next_after",
+    "preview",
+    "instants_between",
+    "local_rendering",
+    "normalize_cron",
+    "MAX_CRON_LENGTH",
+    "MAX_SECONDS",
+]

@@ -1,0 +1,237 @@
+"""Recurrence rules: parsing the API's ``recurrence`` object, and occurrence math."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, available_timezones
+
+from schedules.recurrence.cron import compile_cron, next_cron, normalize_cron
+from schedules.recurrence.errors import InvalidRecurrence, InvalidTimezone
+
+UTC = timezone.utc
+# Ten years: long enough for any real schedule, small enough that instant arithmetic
+# never leaves datetime's range for realistic anchors.
+MAX_SECONDS = 10 * 366 * 86400
+# Zone names that are host configuration rather than IANA zones: they would mean
+# different things on different workers.
+_HOST_ZONE_NAMES = frozenset({"localtime", "posixrules"})
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    timezone: str = "UTC"
+    cron: str | None = None
+    every_seconds: int | None = None
+    anchor: datetime | None = None  # interval only; None until `anchored`
+    delay_seconds: int | None = None
+
+    def anchored(self, default_anchor: datetime) -> Rule:
+        """This rule; an interval rule without an anchor takes ``default_anchor``."""
+        if self.kind != "interval" or self.anchor is not None:
+            return self
+        if not isinstance(default_anchor, datetime) or default_anchor.utcoffset() is None:
+            raise ValueError("default_anchor must be a timezone-aware datetime")
+        return replace(self, anchor=default_anchor.astimezone(UTC))
+
+    def to_dict(self) -> dict:
+        if self.kind == "cron":
+            return {"kind": "cron", "cron": self.cron, "timezone": self.timezone}
+        if self.kind == "interval":
+            return {
+                "kind": "interval",
+                "everySeconds": self.every_seconds,
+                "anchor": _iso_utc(self.anchor),
+                "timezone": self.timezone,
+            }
+        return {"kind": "after_completion", "delaySeconds": self.delay_seconds, "timezone": self.timezone}
+
+
+
+# --------------------------------------------------------------------------------------
+# Parsing the API object
+# --------------------------------------------------------------------------------------
+
+_ALLOWED_KEYS = {
+    "cron": frozenset({"kind", "cron", "timezone"}),
+    "interval": frozenset({"kind", "everySeconds", "anchor", "timezone"}),
+    "after_completion": frozenset({"kind", "delaySeconds", "timezone"}),
+}
+
+
+def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_required: bool = True) -> Rule:
+    """Validate the API's ``recurrence`` object and return the normalized Rule.
+
+    ``default_anchor`` is used for an interval rule that omits ``anchor`` (the caller
+    typically passes the schedule's creation time). With ``anchor_required=False`` such a
+    rule comes back unanchored: requests are parsed before the creation time is known.
+    """
+    if not isinstance(data, dict):
+        raise InvalidRecurrence("recurrence must be an object", "recurrence")
+    for key in data:
+        if not isinstance(key, str):
+            raise InvalidRecurrence("recurrence keys must be strings", "recurrence")
+
+    kind = data.get("kind")
+    if "kind" not in data:
+        raise InvalidRecurrence("recurrence.kind is required", "recurrence.kind")
+    if not isinstance(kind, str) or kind not in _ALLOWED_KEYS:
+        raise InvalidRecurrence(
+            "recurrence.kind must be one of: cron, interval, after_completion", "recurrence.kind"
+        )
+    for key in sorted(data):
+        if key not in _ALLOWED_KEYS[kind]:
+            raise InvalidRecurrence(f"unknown key {key!r} for a {kind} recurrence", f"recurrence.{key}")
+
+    zone_name = _parse_timezone(data.get("timezone", "UTC"))
+
+    if kind == "cron":
+        if "cron" not in data:
+            raise InvalidRecurrence("recurrence.cron is required", "recurrence.cron")
+        expression = data["cron"]
+        if not isinstance(expression, str):
+            raise InvalidRecurrence("recurrence.cron must be a string", "recurrence.cron")
+        normalized = normalize_cron(expression)
+        return Rule(kind="cron", timezone=zone_name, cron=normalized)
+
+    if kind == "interval":
+        every = _parse_seconds(data, "everySeconds", minimum=1)
+        anchor = _parse_anchor(data["anchor"]) if "anchor" in data else None
+        rule = Rule(kind="interval", timezone=zone_name, every_seconds=every, anchor=anchor)
+        if default_anchor is not None:
+            return rule.anchored(default_anchor)
+        if anchor is None and anchor_required:
+            raise InvalidRecurrence("recurrence.anchor is required", "recurrence.anchor")
+        return rule
+
+    delay = _parse_seconds(data, "delaySeconds", minimum=0)
+    return Rule(kind="after_completion", timezone=zone_name, delay_seconds=delay)
+
+
+def _parse_seconds(data: dict, key: str, minimum: int) -> int:
+    field = f"recurrence.{key}"
+    if key not in data:
+        raise InvalidRecurrence(f"{field} is required", field)
+    value = data[key]
+    # bool is a subclass of int, but `true` is not a number of seconds.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRecurrence(f"{field} must be an integer", field)
+    if not minimum <= value <= MAX_SECONDS:
+        raise InvalidRecurrence(f"{field} must be between {minimum} and {MAX_SECONDS}", field)
+    return value
+
+
+def _parse_anchor(value: object) -> datetime:
+    field = "recurrence.anchor"
+    if not isinstance(value, str) or not value.isascii() or len(value) > 64:
+        raise InvalidRecurrence("recurrence.anchor must be an ISO-8601 instant string", field)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidRecurrence("recurrence.anchor is not a valid ISO-8601 instant", field) from None
+    if parsed.utcoffset() is None:
+        raise InvalidRecurrence("recurrence.anchor needs a UTC offset or Z", field)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise InvalidRecurrence("recurrence.anchor is out of range", field) from None
+
+
+def _parse_timezone(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidRecurrence("recurrence.timezone must be a string", "recurrence.timezone")
+    # Membership in the known set is the whole check: it rejects path tricks ("..", "/etc")
+    # before ZoneInfo ever touches the filesystem.
+    if value in _HOST_ZONE_NAMES or value not in _known_zones():
+        shown = value if len(value) <= 64 and value.isascii() and value.isprintable() else "(given)"
+        raise InvalidTimezone(f"unknown timezone {shown!r}")
+    return value
+
+
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+@functools.lru_cache(maxsize=1024)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def _iso_utc(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------------------
+# Occurrence math
+# --------------------------------------------------------------------------------------
+
+
+def next_after(rule: Rule, after: datetime) -> datetime | None:
+    """The earliest occurrence strictly after ``after``, as an aware UTC datetime.
+
+    For ``after_completion`` ``after`` is the previous occurrence's end. Returns None
+    only when the search runs off datetime's range (within a day of year 1 or 9999).
+    """
+    after = _as_utc(after)
+    try:
+        if rule.kind == "cron":
+            return next_cron(compile_cron(rule.cron), _zone(rule.timezone), after)
+        if rule.kind == "interval":
+            return _next_interval(rule.anchor, rule.every_seconds, after)
+        if rule.kind == "after_completion":
+            return after + timedelta(seconds=rule.delay_seconds)
+    except OverflowError:
+        return None
+    raise ValueError(f"unknown recurrence kind {rule.kind!r}")
+
+
+def preview(rule: Rule, after: datetime, count: int) -> list[datetime]:
+    """The next ``count`` occurrences after ``after`` (fewer only at datetime's limit)."""
+    instants: list[datetime] = []
+    cursor = after
+    for _ in range(count):
+        instant = next_after(rule, cursor)
+        if instant is None:
+            break
+        instants.append(instant)
+        cursor = instant
+    return instants
+
+
+def instants_between(rule: Rule, after: datetime, until: datetime, limit: int) -> list[datetime]:
+    """Occurrences in ``(after, until]``, at most ``limit`` of them (misfire catch-up)."""
+    if rule.kind == "after_completion":
+        return []
+    until = _as_utc(until)
+    instants: list[datetime] = []
+    cursor = after
+    while len(instants) < limit:
+        instant = next_after(rule, cursor)
+        if instant is None or instant > until:
+            break
+        instants.append(instant)
+        cursor = instant
+    return instants
+
+
+def local_rendering(rule: Rule, instant: datetime) -> str:
+    """ISO 8601 with the offset of the rule's zone, e.g. ``2026-11-02T09:00:00-05:00``."""
+    return _as_utc(instant).astimezone(_zone(rule.timezone)).isoformat()
+
+
+def _as_utc(instant: datetime) -> datetime:
+    if not isinstance(instant, datetime) or instant.utcoffset() is None:
+        raise ValueError("expected a timezone-aware datetime")
+    return instant.astimezone(UTC)
+
+
+def _next_interval(anchor: datetime, every_seconds: int, after: datetime) -> datetime:
+    if after < anchor:
+        return anchor
+    # Integer microseconds keep the arithmetic exact for any anchor/after pair.
+    elapsed = (after - anchor) // timedelta(microseconds=1)
+    steps = elapsed // (every_seconds * 1_000_000) + 1
+    return anchor + timedelta(seconds=every_seconds * steps)
