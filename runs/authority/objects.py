@@ -19,6 +19,7 @@ from django.db import transaction
 from effects.models import EffectIntent, EffectState
 from objectstore import get_object_store
 from runs.authority.ownership import require_current
+from runs.authority.sql import transition
 from runs.clock import authority_now
 from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject
 from scheduler_project.errors import StaleFence
@@ -37,7 +38,7 @@ def object_pin(obj: StoredObject, until) -> None:
 def object_mark_deleting(*, object_id: int, run_id: str) -> StoredObject | None:
     """Lock the run, then the registry row; mark it `deleting` if nothing can still need it.
     Returns the row when it is (now or already) `deleting`, else None."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         run = Run.objects.select_for_update().filter(id=run_id).first()
         obj = StoredObject.objects.select_for_update().filter(id=object_id, run_id=run_id).first()
         if run is None or obj is None:
@@ -55,8 +56,7 @@ def object_mark_deleting(*, object_id: int, run_id: str) -> StoredObject | None:
                 return None
         else:
             return None
-        obj.state = ObjectState.DELETING
-        obj.save(update_fields=["state"])
+        transition(obj, {"state": obj.state}, state=ObjectState.DELETING)
         return obj
 
 
@@ -103,7 +103,7 @@ def object_delete_marked(obj: StoredObject) -> bool:
             log.warning("cleanup: deleting %s@%s failed, will retry: %r", obj.key, obj.version_id, exc)
             return False
     # No version_id: the upload never reported back; there is no version to delete.
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         StoredObject.objects.filter(id=obj.id, state=ObjectState.DELETING).update(
             state=ObjectState.DELETED, deleted_at=authority_now()
         )

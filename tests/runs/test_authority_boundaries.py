@@ -7,7 +7,7 @@ from django.db import transaction
 from runs import authority
 from runs.authority.sql import TransitionConflict, transition
 from runs.models import Run, RunState
-from tests.concurrency.harness import create_schedule, materialize_one
+from tests.authority_steps import create_schedule, materialize_one
 
 
 @pytest.mark.django_db(transaction=True)
