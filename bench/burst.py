@@ -90,7 +90,7 @@ def main():
 
     from django.db.models import Max, Min
 
-    from runs.clock import authority_now
+    from scheduler_project.clock import authority_now
     from runs.models import Attempt, Outbox, Run
 
     due = (authority_now() + timedelta(seconds=args.lead)).replace(microsecond=0)

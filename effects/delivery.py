@@ -33,10 +33,10 @@ from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from objectstore import ObjectMissing, get_object_store
 from runs.authority.objects import object_pin
 from runs.backoff import retry_delay_seconds
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import ObjectState, StoredObject
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound
-from scheduler_project.http.representations import instant
+from scheduler_project.clock import instant
 from schedules.models import JobType, UncertainEffectPolicy
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 
 from effects.models import EffectKind
-from scheduler_project.http.representations import instant
+from scheduler_project.clock import instant
 
 
 @dataclass

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Outbox, OutboxKind, RunState
 
 RELAY_LEASE_SECONDS = 30

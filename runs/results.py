@@ -7,7 +7,7 @@ from django.db import transaction
 
 from objectstore import get_object_store
 from runs.authority.objects import object_pin
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import InvalidState, NotFound
 

@@ -18,7 +18,7 @@ from django.db.models import Q
 
 from effects.models import EffectDelivery, EffectIntent
 from runs.authority.objects import object_delete_marked, object_mark_deleting
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.models import (
     TERMINAL_STATES,

@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.db import connection
 from django.db.models import Prefetch, Q
 
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Attempt, Run
 from scheduler_project.errors import NotFound
 

@@ -7,7 +7,8 @@ from runs.authority import run_cancel
 from runs.results import result_download
 from runs.selectors import run_get
 from scheduler_project.http import schemas
-from scheduler_project.http.representations import instant, run_representation
+from scheduler_project.clock import instant
+from scheduler_project.http.representations import run_representation
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import lookup_id
 from scheduler_project.http.views import TenantAPIView

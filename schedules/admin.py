@@ -5,10 +5,10 @@ from django.contrib import admin, messages
 from django.utils import timezone
 from django.utils.html import format_html_join
 
-from runs.authority import run_once
+from runs.authority import run_once, schedule_resume
 from schedules.models import ApiToken, JobType, Schedule, Tenant
 from schedules.recurrence import RecurrenceError, local_rendering, parse_rule, preview
-from schedules.services import schedule_pause, schedule_resume
+from schedules.services import schedule_pause
 from schedules.tenants import token_revoke
 from scheduler_project.errors import DomainError
 

@@ -1,4 +1,5 @@
-"""Schedule writes: create, revise, pause, resume, delete. Each is one transaction."""
+"""Schedule writes: create, revise, pause, delete. Each is one transaction. Resume writes
+occurrences (the misfire policy for what was missed), so it is the authority's."""
 
 import zlib
 from datetime import datetime, timedelta
@@ -9,10 +10,8 @@ from django.db import transaction
 from schedules import recurrence
 from schedules.models import JobType, RequestKey, Schedule, ScheduleRevision, Tenant
 from schedules.specs import ScheduleSpec, default_payload, validate_params, validate_retry
-from runs.authority.locks import lock_schedule
-from runs.authority.materialize import catch_up_on_resume
-from runs.clock import authority_now
-from runs.models import ACTIVE_STATES, Trigger
+from schedules.locks import lock_schedule
+from scheduler_project.clock import authority_now
 from scheduler_project.errors import (
     IdempotencyConflict,
     InvalidRequest,
@@ -58,7 +57,7 @@ def schedule_create(
         schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
         schedule.bucket = due_bucket(schedule.id)
         _apply_payload(schedule, payload)
-        schedule.next_run_at = _first_instant(spec.recurrence, now)
+        schedule.next_run_at = recurrence.first_not_before(spec.recurrence, now)
         schedule.save(force_insert=True)
         ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload)
         if idempotency_key:
@@ -97,7 +96,7 @@ def schedule_update(*, tenant: Tenant, schedule_id: str, expected_revision: int,
         if changes.recurrence is not None and not schedule.paused:
             # Only occurrences not yet materialized follow the new rule.
             if changes.recurrence.kind != "after_completion" or schedule.next_run_at is not None:
-                schedule.next_run_at = _first_instant(changes.recurrence, now)
+                schedule.next_run_at = recurrence.first_not_before(changes.recurrence, now)
         schedule.save()
         ScheduleRevision.objects.create(schedule=schedule, revision=schedule.revision, payload=payload)
     return schedule
@@ -111,29 +110,6 @@ def schedule_pause(*, tenant: Tenant, schedule_id: str) -> Schedule:
             schedule.paused, schedule.paused_at = True, now
             schedule.resume_from, schedule.next_run_at = schedule.next_run_at, None
             schedule.save(update_fields=["paused", "paused_at", "resume_from", "next_run_at", "updated_at"])
-    return schedule
-
-
-def schedule_resume(*, tenant: Tenant, schedule_id: str) -> Schedule:
-    """Resume applies the misfire policy to the instants missed while paused."""
-    with transaction.atomic():
-        schedule = lock_schedule(schedule_id, tenant=tenant)
-        if not schedule.paused:
-            return schedule
-        now = authority_now()
-        rule = recurrence.parse_rule(schedule.recurrence)
-        schedule.paused = False
-        if schedule.resume_from is not None and schedule.resume_from <= now:
-            catch_up_on_resume(schedule, now)  # sets next_run_at past the missed instants
-        elif schedule.resume_from is not None:
-            schedule.next_run_at = schedule.resume_from
-        elif rule.kind != "after_completion" or not schedule.runs.filter(
-            trigger=Trigger.SCHEDULE, state__in=ACTIVE_STATES
-        ).exists():
-            # An after_completion schedule whose last run ended while paused is due now.
-            schedule.next_run_at = _first_instant(rule, now)
-        schedule.paused_at = schedule.resume_from = None
-        schedule.save()
     return schedule
 
 
@@ -157,13 +133,6 @@ def schedule_preview(*, rule: recurrence.Rule, after: datetime | None = None, co
     else:
         instants = recurrence.preview(rule, after, count)
     return [(instant, recurrence.local_rendering(rule, instant)) for instant in instants]
-
-
-def _first_instant(rule: recurrence.Rule, now):
-    """The first instant not before ``now``; an after_completion schedule is due at once."""
-    if rule.kind == "after_completion":
-        return now
-    return recurrence.next_after(rule, now - timedelta(microseconds=1))
 
 
 def _apply_payload(schedule: Schedule, payload: dict) -> None:

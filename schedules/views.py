@@ -4,7 +4,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from runs.authority import run_once
+from runs.authority import run_once, schedule_resume
 from runs.selectors import history_watermark, runs_page
 from schedules.selectors import schedule_get, schedule_get_for_history, schedules_list
 from schedules.services import (
@@ -12,14 +12,14 @@ from schedules.services import (
     schedule_delete,
     schedule_pause,
     schedule_preview,
-    schedule_resume,
     schedule_update,
 )
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http import schemas
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body
-from scheduler_project.http.representations import instant, run_representation, schedule_representation
+from scheduler_project.clock import instant
+from scheduler_project.http.representations import run_representation, schedule_representation
 from scheduler_project.http.schedule_requests import (
     PreviewSerializer,
     RunOnceSerializer,

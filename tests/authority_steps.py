@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from runs import authority
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Attempt, Run, StoredObject
 from schedules.models import Schedule
 from schedules.services import schedule_create

@@ -13,7 +13,8 @@ from runs.authority import claim, complete, heartbeat, stage_result
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http import schemas
 from scheduler_project.http.json import json_object_body
-from scheduler_project.http.representations import instant, run_representation
+from scheduler_project.clock import instant
+from scheduler_project.http.representations import run_representation
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import MAX_BIGINT, lookup_id, validate_body
 from scheduler_project.http.views import WorkerAPIView, query_integer

@@ -11,6 +11,7 @@ from runs.authority.completion import complete, result_key, stage_result
 from runs.authority.materialize import MaterializeStats, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once
 from runs.authority.ownership import heartbeat
+from runs.authority.resume import schedule_resume
 from runs.authority.sweep import sweep_expired_leases
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "result_key",
     "run_cancel",
     "run_once",
+    "schedule_resume",
     "stage_result",
     "sweep_expired_leases",
 ]

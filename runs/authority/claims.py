@@ -10,7 +10,7 @@ from schedules.models import Schedule, Tenant
 from runs.authority.transitions import clamp_lease, lease_until
 from runs import metrics
 from runs.authority.sql import bulk_set, running_count
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
 from runs.overlap import Step, admit, takes_guard
 from runs.models import Attempt, Outbox, OutboxKind, PendingReason, Run, RunState

@@ -13,7 +13,7 @@ from runs.authority.sql import transition
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import (
     Attempt,
     AttemptState,
@@ -24,7 +24,7 @@ from runs.models import (
     RunState,
     StoredObject,
 )
-from runs.authority.locks import lock_schedule_then_run
+from schedules.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
 from objectstore import ObjectExists, get_object_store

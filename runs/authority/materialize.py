@@ -15,7 +15,7 @@ from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan, plan_catch_up
 from runs import metrics
 from runs.authority.sql import bulk_insert, bulk_set, lock_due_schedules
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
 from runs.models import ACTIVE_STATES, Outbox, PendingReason, Run, RunState, SkipReason, Trigger, new_run_id

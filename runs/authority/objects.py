@@ -20,7 +20,7 @@ from effects.models import EffectIntent, EffectState
 from objectstore import get_object_store
 from runs.authority.ownership import require_current
 from runs.authority.sql import transition
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject
 from scheduler_project.errors import StaleFence
 

@@ -6,11 +6,11 @@ from django.db import transaction
 
 from schedules.models import JobType, RequestKey, ScheduleRevision
 from schedules.specs import validate_params
-from runs.authority.locks import lock_schedule, lock_schedule_then_run
+from schedules.locks import lock_schedule, lock_schedule_then_run
 from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
 from runs.authority.sql import bulk_set, transition
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
 from scheduler_project.errors import IdempotencyConflict, InvalidState
 

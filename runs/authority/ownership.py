@@ -6,7 +6,7 @@ from django.db import transaction
 from runs import metrics
 from runs.authority.sql import transition
 from runs.authority.transitions import lease_until
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
 from scheduler_project.errors import NotFound, StaleFence
 

@@ -6,7 +6,7 @@ from schedules.models import Schedule
 from runs import metrics
 from runs.authority.sql import transition
 from runs.authority.transitions import dispatch_intent, finish_run
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import AttemptState, Outbox, Run, RunState
 
 

@@ -1,14 +1,7 @@
 """JSON shapes of the API's resources, exactly as the contract (API.md) names them."""
 
-from datetime import UTC, datetime
 
-
-def instant(value: datetime | None) -> str | None:
-    """ISO 8601 UTC with a Z suffix; fractional seconds only when the instant has them."""
-    if value is None:
-        return None
-    # isoformat, unlike strftime("%Y"), zero-pads years before 1000.
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
+from scheduler_project.clock import instant
 
 
 def _number(value):

@@ -21,6 +21,7 @@ from schedules.recurrence.errors import InvalidCron, InvalidRecurrence, InvalidT
 from schedules.recurrence.rules import (
     MAX_SECONDS,
     Rule,
+    first_not_before,
     instants_between,
     local_rendering,
     next_after,
@@ -36,6 +37,7 @@ __all__ = [
     "Rule",
     "parse_rule",
     "next_after",
+    "first_not_before",
     "preview",
     "instants_between",
     "local_rendering",

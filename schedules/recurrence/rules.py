@@ -188,6 +188,13 @@ def next_after(rule: Rule, after: datetime) -> datetime | None:
     raise ValueError(f"unknown recurrence kind {rule.kind!r}")
 
 
+def first_not_before(rule: Rule, now: datetime) -> datetime | None:
+    """The first instant not before ``now``; an after_completion schedule is due at once."""
+    if rule.kind == "after_completion":
+        return now
+    return next_after(rule, now - timedelta(microseconds=1))
+
+
 def preview(rule: Rule, after: datetime, count: int) -> list[datetime]:
     """The next ``count`` occurrences after ``after`` (fewer only at datetime's limit)."""
     instants: list[datetime] = []

@@ -2,7 +2,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from scheduler_project.http.representations import instant
+from scheduler_project.clock import instant
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 
 from runs import authority
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Attempt, Outbox, Run, RunState
 from schedules import recurrence
 from schedules.models import Schedule, Tenant

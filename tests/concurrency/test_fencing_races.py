@@ -10,7 +10,7 @@ from django.forms.models import model_to_dict
 
 from effects.models import EffectIntent
 from runs import authority
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import (
     Attempt,
     AttemptState,

@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 
 from runs import authority
 from runs.authority.materialize import _materialize
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Outbox, Run, RunState, Trigger
 from schedules.models import Schedule
 from tests.authority_steps import create_schedule, make_due

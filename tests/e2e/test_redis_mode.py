@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Attempt, AttemptState, Outbox, Run, RunState
 from schedules.models import Schedule
 from tests.child_env import redis_mode

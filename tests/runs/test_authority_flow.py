@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from runs import authority
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Attempt, AttemptState, ObjectState, Outbox, Run, RunState, StoredObject
 from schedules.models import Schedule
 from scheduler_project.errors import InvalidState, StaleFence

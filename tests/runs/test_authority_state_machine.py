@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from effects.models import EffectIntent
 from runs import authority
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import (
     ACTIVE_STATES,
     TERMINAL_STATES,

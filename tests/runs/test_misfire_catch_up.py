@@ -7,7 +7,7 @@ import pytest
 
 from runs import authority
 from runs.catch_up import RUN_ALL_PER_CYCLE, SKIPPED_RECORDS_CAP
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Run, RunState, SkipReason
 from schedules import recurrence
 from schedules.models import Schedule

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from runs.authority import run_once
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Outbox
 from runs.relay import relay_pass, republish_lost_hints
 from schedules.services import schedule_create

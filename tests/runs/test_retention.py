@@ -8,7 +8,7 @@ from django.core.management import call_command
 from effects.models import EffectDelivery, EffectIntent
 from objectstore import ObjectMissing, get_object_store
 from runs import authority
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Attempt, ObjectState, Outbox, Run, StoredObject
 from runs.retention import cleanup_pass, collect_objects
 from schedules.models import RequestKey, Schedule

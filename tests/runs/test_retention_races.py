@@ -23,7 +23,7 @@ from django.db import connection
 from objectstore import ObjectMissing, get_object_store
 from runs import authority
 from runs.authority.objects import object_delete_marked, object_mark_deleting
-from runs.clock import authority_now
+from scheduler_project.clock import authority_now
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import InvalidState, StaleFence
 from tests.authority_steps import publish, report_schedule, stage, start_run

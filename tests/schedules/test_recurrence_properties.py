@@ -9,7 +9,7 @@ smallest instant after the reference point.
 import functools
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
