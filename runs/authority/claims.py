@@ -43,19 +43,9 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     classes = list(resource_classes or settings.RESOURCE_CLASSES)
     claimed: list[Run] = []
     with transaction.atomic(durable=True):
-        claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
-        tenants = list(
-            Tenant.objects.annotate(
-                oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1]),
-                running=running_count(),
-            ).filter(oldest__isnull=False)
-        )
-        if not tenants:
+        loads = _tenant_loads(classes)
+        if not loads:
             return []
-        loads = {
-            t.id: TenantLoad(t.id, t.weight, t.running, t.max_active_runs)
-            for t in sorted(tenants, key=lambda t: (t.oldest, t.id))
-        }
         locked: set[str] = set()
         exhausted: set[str] = set()
         for round_number in range(CLAIM_ROUNDS):
@@ -86,13 +76,31 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
             Outbox.objects.filter(
                 run_id__in=[r.id for r in claimed], kind=OutboxKind.DISPATCH, processed_at__isnull=True
             ).update(processed_at=Now())
+    _observe(claimed)
+    return claimed
+
+
+def _tenant_loads(classes: list[str]) -> dict[str, TenantLoad]:
+    """Tenants with claimable work in ``classes`` and their unlocked running counts, the
+    tenant with the oldest waiting run first (allocation breaks ties in this order)."""
+    claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
+    tenants = Tenant.objects.annotate(
+        oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1]),
+        running=running_count(),
+    ).filter(oldest__isnull=False)
+    return {
+        t.id: TenantLoad(t.id, t.weight, t.running, t.max_active_runs)
+        for t in sorted(tenants, key=lambda t: (t.oldest, t.id))
+    }
+
+
+def _observe(claimed: list[Run]) -> None:
     for run in claimed:
         started = run.current_attempt.started_at
         metrics.QUEUE_DELAY.labels(run.resource_class).observe(max(0.0, (started - run.due_at).total_seconds()))
         if run.attempt_count == 1:
             lateness = max(0.0, (started - run.scheduled_at).total_seconds())
             metrics.DUE_TO_START.labels(run.tenant_id, run.resource_class).observe(lateness)
-    return claimed
 
 
 def _lock_tenants(tenant_ids: list[str], *, skip_locked: bool) -> set[str]:
@@ -133,25 +141,7 @@ def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lea
                 schedule.active_run_id = run.id
                 guarded[schedule.id] = schedule
             run.holds_guard = True
-        seconds = clamp_lease(lease_seconds or run.payload.get("leaseSeconds", 30))
-        run.fence += 1
-        run.attempt_count += 1
-        attempt = Attempt(
-            run=run,
-            number=run.attempt_count,
-            fence=run.fence,
-            worker_label=worker_label[:200],
-            worker_token=worker_token,
-            lease_seconds=seconds,
-            started_at=now,
-            lease_expires_at=lease_until(now, seconds),
-        )
-        attempts.append(attempt)
-        run.state = RunState.RUNNING
-        run.pending_reason = PendingReason.NONE
-        run.lease_expires_at = attempt.lease_expires_at
-        run.started_at = run.started_at or now
-        run.current_attempt = attempt
+        attempts.append(_start_attempt(run, now, worker_token, worker_label, lease_seconds))
         run.schedule = schedule  # the worker reads its rule (timezone); it is loaded already
         claimed.append(run)
     Attempt.objects.bulk_create(attempts)
@@ -165,3 +155,26 @@ def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lea
              "current_attempt", "holds_guard"],
         )
     return claimed
+
+
+def _start_attempt(run: Run, now, worker_token, worker_label: str, lease_seconds) -> Attempt:
+    """A new attempt with the next fence, and the run (in memory) running under its lease."""
+    seconds = clamp_lease(lease_seconds or run.payload.get("leaseSeconds", 30))
+    run.fence += 1
+    run.attempt_count += 1
+    attempt = Attempt(
+        run=run,
+        number=run.attempt_count,
+        fence=run.fence,
+        worker_label=worker_label[:200],
+        worker_token=worker_token,
+        lease_seconds=seconds,
+        started_at=now,
+        lease_expires_at=lease_until(now, seconds),
+    )
+    run.state = RunState.RUNNING
+    run.pending_reason = PendingReason.NONE
+    run.lease_expires_at = attempt.lease_expires_at
+    run.started_at = run.started_at or now
+    run.current_attempt = attempt
+    return attempt

@@ -90,13 +90,9 @@ def catch_up_on_resume(schedule: Schedule, now) -> MaterializeStats:
 
 
 def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False) -> MaterializeStats:
-    stats = MaterializeStats(schedules=len(schedules))
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types)
-    waiting = _waiting_counts(schedules)
-
-    runs: list[dict] = []
-    outbox: list[dict] = []
+    wave = _Wave(now, _waiting_counts(schedules), len(schedules))
     # A wave shares few distinct rules and due instants: parse and plan each once. Rules are
     # keyed by the identity of their dict, which _lock_due shares per distinct rule text.
     rules: dict[int, recurrence.Rule] = {}
@@ -116,58 +112,80 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
             grace_seconds=schedule.misfire_grace_seconds,
             all_missed=from_pause,
         ))
-        payload = payloads[schedule.id]
-        base = {
-            "schedule_id": schedule.id,
-            "tenant_id": schedule.tenant_id,
-            "trigger": Trigger.SCHEDULE,
-            "revision": schedule.revision,
-            "payload": payload,
-            "job_type": schedule.job_type_id,
-            "resource_class": payload["resourceClass"],
-            "max_attempts": payload["retry"]["maxAttempts"],
-            "created_at": now,
-        }
-        skipped = dict(base, state=RunState.SKIPPED, skip_reason=SkipReason.MISFIRE, finished_at=now)
-        if plan.skipped_range:
-            span = plan.skipped_range
-            runs.append(dict(skipped, id=new_run_id(), scheduled_at=span.first, due_at=span.first,
-                             skipped_count=span.count, skipped_through=span.last))
-            stats.skipped += span.count
-            metrics.SKIPPED.labels("misfire").inc(span.count)
-        if plan.skipped:
-            runs.extend(dict(skipped, id=new_run_id(), scheduled_at=at, due_at=at) for at in plan.skipped)
-            stats.skipped += len(plan.skipped)
-            metrics.SKIPPED.labels("misfire").inc(len(plan.skipped))
-
-        for instant in plan.run:
-            run = dict(base, id=new_run_id(), scheduled_at=instant, due_at=instant)
-            waiters = waiting.get(schedule.id, 0)
-            step = admit(schedule.overlap_policy, guard=schedule.active_run_id, waiting=waiters, new=True)
-            if step is Step.START:
-                run["state"] = RunState.QUEUED
-                run["dispatch_count"] = 1
-                outbox.append(dispatch_row(run["id"], 1, run["resource_class"], now))
-                stats.queued += 1
-            elif step is Step.SKIP:
-                run.update(state=RunState.SKIPPED, skip_reason=SkipReason.OVERLAP, finished_at=now)
-                stats.skipped += 1
-                metrics.SKIPPED.labels("overlap").inc()
-            else:
-                run.update(state=RunState.PENDING, pending_reason=PendingReason.OVERLAP)
-                stats.pending += 1
-            if step is not Step.SKIP:
-                waiting[schedule.id] = waiters + 1  # queued or waiting: ahead of the next instant
-            runs.append(run)
+        base = _run_base(schedule, payloads[schedule.id], now)
+        wave.skip_missed(base, plan)
+        wave.add_instants(schedule, base, plan.run)
         schedule.next_run_at = plan.next_run_at
         if rule.kind == "after_completion" and plan.run:
             schedule.next_run_at = None  # the next one is due when this one ends
 
-    bulk_insert(Run, runs)
-    bulk_insert(Outbox, outbox)
+    bulk_insert(Run, wave.runs)
+    bulk_insert(Outbox, wave.outbox)
     if not from_pause:
         bulk_set(Schedule, schedules, ["next_run_at"])
-    return stats
+    return wave.stats
+
+
+def _run_base(schedule: DueSchedule | Schedule, payload: dict, now) -> dict:
+    """The columns every occurrence of this schedule in this wave shares."""
+    return {
+        "schedule_id": schedule.id,
+        "tenant_id": schedule.tenant_id,
+        "trigger": Trigger.SCHEDULE,
+        "revision": schedule.revision,
+        "payload": payload,
+        "job_type": schedule.job_type_id,
+        "resource_class": payload["resourceClass"],
+        "max_attempts": payload["retry"]["maxAttempts"],
+        "created_at": now,
+    }
+
+
+class _Wave:
+    """The run and outbox rows one materialization writes, and what it counted."""
+
+    def __init__(self, now, waiting: dict[str, int], schedules: int):
+        self.now = now
+        self.waiting = waiting  # per schedule: admitted occurrences not holding the guard
+        self.runs: list[dict] = []
+        self.outbox: list[dict] = []
+        self.stats = MaterializeStats(schedules=schedules)
+
+    def skip_missed(self, base: dict, plan: CatchUpPlan) -> None:
+        """The misfire policy's skipped instants, one record each, past a cap one range record."""
+        skipped = dict(base, state=RunState.SKIPPED, skip_reason=SkipReason.MISFIRE, finished_at=self.now)
+        if plan.skipped_range:
+            span = plan.skipped_range
+            self.runs.append(dict(skipped, id=new_run_id(), scheduled_at=span.first, due_at=span.first,
+                                  skipped_count=span.count, skipped_through=span.last))
+            self.stats.skipped += span.count
+            metrics.SKIPPED.labels("misfire").inc(span.count)
+        if plan.skipped:
+            self.runs.extend(dict(skipped, id=new_run_id(), scheduled_at=at, due_at=at) for at in plan.skipped)
+            self.stats.skipped += len(plan.skipped)
+            metrics.SKIPPED.labels("misfire").inc(len(plan.skipped))
+
+    def add_instants(self, schedule: DueSchedule | Schedule, base: dict, instants) -> None:
+        """One occurrence per instant to run, admitted by the schedule's overlap policy."""
+        for instant in instants:
+            run = dict(base, id=new_run_id(), scheduled_at=instant, due_at=instant)
+            waiters = self.waiting.get(schedule.id, 0)
+            step = admit(schedule.overlap_policy, guard=schedule.active_run_id, waiting=waiters, new=True)
+            if step is Step.START:
+                run["state"] = RunState.QUEUED
+                run["dispatch_count"] = 1
+                self.outbox.append(dispatch_row(run["id"], 1, run["resource_class"], self.now))
+                self.stats.queued += 1
+            elif step is Step.SKIP:
+                run.update(state=RunState.SKIPPED, skip_reason=SkipReason.OVERLAP, finished_at=self.now)
+                self.stats.skipped += 1
+                metrics.SKIPPED.labels("overlap").inc()
+            else:
+                run.update(state=RunState.PENDING, pending_reason=PendingReason.OVERLAP)
+                self.stats.pending += 1
+            if step is not Step.SKIP:
+                self.waiting[schedule.id] = waiters + 1  # queued or waiting: ahead of the next instant
+            self.runs.append(run)
 
 
 def _current_payloads(schedules: list[DueSchedule | Schedule], job_types: dict[str, JobType]) -> dict[str, dict]:
