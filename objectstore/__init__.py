@@ -66,7 +66,7 @@ def check_key(key: str) -> str:
 def object_store_from_url(url: str, **kw) -> ObjectStore:
     """Build a store from `file:///abs/dir`, `s3://bucket` or `s3://bucket/prefix`.
 
-    Keyword arguments go to the backend (S3: endpoint_url, region).
+    Keyword arguments go to the backend (S3: endpoint_url, region, public_endpoint_url).
     """
     parts = urlsplit(url)
     # Backends are imported lazily so a filesystem deployment never pays for importing boto3.
@@ -90,12 +90,17 @@ def get_object_store() -> ObjectStore:
     """The process-wide store from settings; `get_object_store.cache_clear()` rebuilds it."""
     url = settings.OBJECT_STORE_URL
     if url.startswith("s3://"):
-        return object_store_from_url(url, endpoint_url=settings.S3_ENDPOINT_URL, region=settings.S3_REGION)
+        return object_store_from_url(
+            url,
+            endpoint_url=settings.S3_ENDPOINT_URL,
+            region=settings.S3_REGION,
+            public_endpoint_url=settings.S3_PUBLIC_ENDPOINT_URL,
+        )
     return object_store_from_url(url)
 
 
 @receiver(setting_changed)
 def _rebuild_store_on_settings_change(setting, **kwargs):
     # Tests override these settings; a cached store would keep pointing at the old place.
-    if setting in {"OBJECT_STORE_URL", "S3_ENDPOINT_URL", "S3_REGION"}:
+    if setting in {"OBJECT_STORE_URL", "S3_ENDPOINT_URL", "S3_PUBLIC_ENDPOINT_URL", "S3_REGION"}:
         get_object_store.cache_clear()

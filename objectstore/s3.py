@@ -19,22 +19,21 @@ _MISSING_CODES = {"404", "NoSuchKey", "NoSuchVersion", "405", "MethodNotAllowed"
 
 class S3ObjectStore:
     def __init__(
-        self, bucket: str, *, prefix: str = "", endpoint_url: str | None = None, region: str = "us-east-1"
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        region: str = "us-east-1",
+        public_endpoint_url: str | None = None,
     ):
         self.bucket = bucket
         self.prefix = f"{prefix}/" if prefix else ""
         self.region = region
-        config = Config(
-            # Path-style so endpoints like http://127.0.0.1:9000 work; AWS itself gets its default.
-            s3={"addressing_style": "path" if endpoint_url else "auto"},
-            signature_version="s3v4",
-            retries={"mode": "standard", "max_attempts": 3},
-            connect_timeout=5,
-            read_timeout=30,
-        )
-        self.client = boto3.session.Session().client(
-            "s3", endpoint_url=endpoint_url, region_name=region, config=config
-        )
+        self.client = _client(endpoint_url, region)
+        # A presigned URL names the host it was signed for: signing with the address clients
+        # reach (not the one inside a container network) keeps the link usable outside it.
+        self.presign_client = _client(public_endpoint_url, region) if public_endpoint_url else self.client
 
     def ensure_ready(self) -> None:
         create = {"Bucket": self.bucket}
@@ -96,7 +95,7 @@ class S3ObjectStore:
                 raise
 
     def download_url(self, key: str, version_id: str, expires_in: int, base_url: str) -> str:
-        return self.client.generate_presigned_url(
+        return self.presign_client.generate_presigned_url(
             "get_object",
             Params={"Bucket": self.bucket, "Key": self._s3_key(key), "VersionId": version_id},
             ExpiresIn=expires_in,
@@ -104,6 +103,18 @@ class S3ObjectStore:
 
     def _s3_key(self, key: str) -> str:
         return self.prefix + check_key(key)
+
+
+def _client(endpoint_url: str | None, region: str):
+    config = Config(
+        # Path-style so endpoints like http://127.0.0.1:9000 work; AWS itself gets its default.
+        s3={"addressing_style": "path" if endpoint_url else "auto"},
+        signature_version="s3v4",
+        retries={"mode": "standard", "max_attempts": 3},
+        connect_timeout=5,
+        read_timeout=30,
+    )
+    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
 
 
 def _code(exc: ClientError) -> str:

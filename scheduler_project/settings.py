@@ -133,6 +133,8 @@ CELERY_TIMEZONE = "UTC"
 # --- Object store -----------------------------------------------------------------------
 OBJECT_STORE_URL = os.environ.get("OBJECT_STORE_URL", f"file://{VAR_DIR / 'objects'}")
 S3_ENDPOINT_URL = os.environ.get("S3_ENDPOINT_URL") or None
+# Where clients outside the deployment reach the same store; presigned result URLs name it.
+S3_PUBLIC_ENDPOINT_URL = os.environ.get("S3_PUBLIC_ENDPOINT_URL") or None
 S3_REGION = os.environ.get("S3_REGION", "us-east-1")
 RESULT_URL_TTL_SECONDS = env_int("RESULT_URL_TTL_SECONDS", 300)
 
@@ -200,6 +202,12 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# --- Metrics ----------------------------------------------------------------------------
+# prometheus_client writes its per-process files there from the first metric on; a missing
+# directory would kill every process at import, so it is created before any app loads.
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 LOGGING = {
     "version": 1,

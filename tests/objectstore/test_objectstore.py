@@ -205,6 +205,22 @@ def test_s3_download_url__is_pinned_to_its_version(s3_store):
     assert refused.value.code in (403, 404)
 
 
+def test_s3_download_url__is_signed_for_the_public_endpoint(s3_store, moto_server, settings):
+    # The same moto server under a second name stands in for MinIO's host-facing address.
+    public = moto_server.replace("127.0.0.1", "localhost")
+    settings.OBJECT_STORE_URL = f"s3://{s3_store.bucket}/{s3_store.prefix.strip('/')}"
+    settings.S3_ENDPOINT_URL = moto_server
+    settings.S3_PUBLIC_ENDPOINT_URL = public
+    stored = get_object_store().put_new(KEY, b"report", "text/csv")
+
+    url = get_object_store().download_url(KEY, stored.version_id, 60, BASE_URL)
+
+    assert url.startswith(public + "/")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=5) as response:
+        assert response.read() == b"report"
+
+
 def test_file_put_new__concurrent_writers_exactly_one_wins(file_store):
     results, barrier = [], threading.Barrier(8)
 
