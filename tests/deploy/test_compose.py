@@ -1,0 +1,218 @@
+"""docker-compose.yml without Docker: every service's command starts the way its container would.
+
+PostgreSQL (a fresh database), Redis, a moto S3 server and an SMTP sink stand in for the
+compose infrastructure; everything else is the compose file's own commands and environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import dj_database_url
+import psycopg
+import pytest
+import redis
+
+from tests.deploy.compose import (
+    ROOT,
+    compose_services,
+    image_environment,
+    image_project_build_steps,
+    readme_production_services,
+    start_order,
+)
+from tests.e2e.processes import Processes, free_port, wait_until
+from tests.effects.helpers import start_smtp_sink, stop_process
+
+# Compose services the test provides itself; a new one needs a stand-in here.
+STAND_INS = {"postgres", "redis", "minio", "mailpit"}
+_STAND_IN_HOST = re.compile(r"(^|//|@)(%s)(:\d|/|$)" % "|".join(STAND_INS))
+ONE_SHOT_TIMEOUT = 180
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def test_readme_production_shape__lists_exactly_the_compose_services():
+    assert readme_production_services() == set(compose_services())
+
+
+def test_compose__infrastructure_images_are_pinned_and_waited_for():
+    services = compose_services()
+    assert {s.name for s in services.values() if not s.built_here} == STAND_INS
+    for name in STAND_INS:
+        image = services[name].spec["image"]
+        tag = image.rpartition(":")[2]
+        assert ":" in image and tag != "latest" and re.search(r"\d", tag), image
+        assert "healthcheck" in services[name].spec, f"{name} has no healthcheck to wait for"
+    for service in services.values():
+        for dependency in service.waits_for("service_healthy"):
+            assert "healthcheck" in services[dependency].spec, (service.name, dependency)
+        assert service.waits_for("service_started") == set(), f"{service.name} does not wait for readiness"
+
+
+def test_dockerignore__keeps_local_state_out_of_the_image():
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
+    assert {".git", ".venv", "var", ".pytest_cache", ".hypothesis", "**/__pycache__"} <= ignored
+
+
+@pytest.fixture
+def fresh_database_url():
+    server = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
+    user = server["USER"] or "postgres"
+    auth = user + (f":{server['PASSWORD']}" if server["PASSWORD"] else "")
+    address = f"{server['HOST'] or '127.0.0.1'}:{server['PORT'] or 5432}"
+    name = f"compose_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql://{auth}@{address}/{name}"
+    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def redis_url():
+    url = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    redis.Redis.from_url(url).flushdb()
+    yield url
+    redis.Redis.from_url(url).flushdb()
+
+
+@pytest.fixture
+def mailbox(tmp_path):
+    directory = tmp_path / "mailbox"
+    directory.mkdir()
+    process, port = start_smtp_sink(directory)
+    yield directory, port
+    stop_process(process)
+
+
+class ComposeRun:
+    """The compose services as local processes in one temporary directory."""
+
+    def __init__(self, tmp_path: Path, stand_ins: dict[str, str]):
+        self.tmp_path = tmp_path
+        self.stand_ins = stand_ins
+        self.ports = {8000: free_port()}
+        self.image_var = tmp_path / "image-var"
+        venv_bin = Path(sys.executable).parent
+        self.base_env = image_environment() | {
+            "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "LANG": "C.UTF-8",
+        }
+        self.processes = Processes(tmp_path, self.base_env)
+        self.replicas: dict[str, list[str]] = {}
+
+    def environment(self, service, label: str) -> dict[str, str]:
+        env = {key: self.stand_ins.get(key, value) for key, value in service.environment.items()}
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(self.tmp_path / "metrics" / label)  # per container
+        leftover = {key: value for key, value in env.items() if _STAND_IN_HOST.search(value)}
+        assert not leftover, f"{service.name}: no stand-in for {leftover}"
+        var_source = service.var_volume_source()
+        env["SCHEDULER_VAR_DIR"] = str(self.tmp_path / "host" / var_source if var_source else self.image_var)
+        return env
+
+    def build_image(self):
+        for step in image_project_build_steps():
+            env = self.base_env | {"SCHEDULER_VAR_DIR": str(self.image_var)}
+            done = subprocess.run(["sh", "-c", step], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, f"image build step {step!r} failed:\n{done.stderr[-3000:]}"
+
+    def run_one_shot(self, service):
+        env = self.base_env | self.environment(service, service.name)
+        done = subprocess.run(
+            service.local_argv(self.ports), cwd=ROOT, env=env, capture_output=True, text=True, timeout=ONE_SHOT_TIMEOUT
+        )
+        assert done.returncode == 0, f"{service.name} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        return done.stdout
+
+    def start(self, service):
+        for replica in range(1, service.replicas + 1):
+            label = f"{service.name}-{replica}"
+            self.processes.start(label, service.local_argv(self.ports), **self.environment(service, label))
+            self.replicas.setdefault(service.name, []).append(label)
+
+    def exited(self) -> dict[str, int]:
+        return {label: child.returncode for label, child in self.processes.children.items() if child.poll() is not None}
+
+    def logs(self) -> str:
+        return "\n".join(f"----- {label} -----\n{self.processes.log(label)[-2000:]}" for label in self.processes.children)
+
+
+def http(url: str, token: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with _NO_PROXY.open(request, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+    except OSError:
+        return 0, b""
+
+
+@pytest.mark.slow
+def test_compose__every_service_starts_and_the_demo_report_reaches_the_mailbox(
+    tmp_path, fresh_database_url, redis_url, moto_server, mailbox
+):
+    mail_dir, smtp_port = mailbox
+    public_s3 = moto_server.replace("127.0.0.1", "localhost")
+    stand_ins = {
+        "DATABASE_URL": fresh_database_url,
+        "REDIS_URL": redis_url,
+        "S3_ENDPOINT_URL": moto_server,
+        "S3_PUBLIC_ENDPOINT_URL": public_s3,
+        "EMAIL_HOST": "127.0.0.1",
+        "EMAIL_PORT": str(smtp_port),
+    }
+    run = ComposeRun(tmp_path, stand_ins)
+    run.build_image()
+    try:
+        for service in start_order(compose_services()):
+            if service.one_shot:
+                run.run_one_shot(service)
+            else:
+                run.start(service)
+        _check_the_running_system(run, mail_dir, public_s3)
+    except BaseException:
+        print(run.logs())
+        raise
+    finally:
+        run.processes.stop_all()
+
+
+def _check_the_running_system(run: ComposeRun, mail_dir: Path, public_s3: str) -> None:
+    base = f"http://127.0.0.1:{run.ports[8000]}"
+    token = (run.tmp_path / "host" / "var" / "demo-token").read_text().strip()
+    wait_until(lambda: http(f"{base}/api/v1/schedules", token)[0] == 200, timeout=60, message="the web service")
+    assert http(f"{base}/static/admin/css/base.css")[0] == 200, "static files were not collected into the image"
+    assert http(f"{base}/metrics")[0] == 200
+
+    # The bootstrap's first run goes relay → Redis → worker-short → S3, then effects → SMTP.
+    schedule = json.loads(http(f"{base}/api/v1/schedules", token)[1])["results"][0]
+    runs_url = f"{base}/api/v1/schedules/{schedule['scheduleId']}/runs"
+
+    def succeeded_run():
+        return next((r for r in json.loads(http(runs_url, token)[1])["results"] if r["state"] == "succeeded"), None)
+
+    demo_run = wait_until(succeeded_run, timeout=120, message="the demo run to succeed")
+    wait_until(lambda: list(mail_dir.glob("*.eml")), timeout=60, message="the report mail")
+    status, body = http(f"{base}/api/v1/runs/{demo_run['runId']}/result", token)
+    link = json.loads(body)
+    assert status == 200 and link["url"].startswith(public_s3 + "/"), link
+    status, data = http(link["url"])
+    assert status == 200 and "sha256:" + hashlib.sha256(data).hexdigest() == link["checksum"]
+
+    time.sleep(2)  # long-running services stay up, not only start
+    assert run.exited() == {}, f"services exited: {run.exited()}"
+    assert set(run.replicas) == {s.name for s in compose_services().values() if s.built_here and not s.one_shot}
