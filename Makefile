@@ -1,7 +1,10 @@
 # Two commands do all the set-up: `make run` and `make test` (see README.md).
-PYTHON ?= python3.11
-VENV := .venv
+# PYTHON picks the interpreter for a new venv (3.11 to 3.13), VENV its directory, so one
+# checkout can hold several: `make test PYTHON=python3.13 VENV=.venv-3.13`.
+PYTHON ?= $(shell for p in python3.11 python3.12 python3.13 python3; do $$p -c '' 2>/dev/null && { echo $$p; break; }; done)
+VENV ?= .venv
 PY := $(VENV)/bin/python
+PORT ?= 8000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/scheduler
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PYTEST_ARGS ?=
@@ -11,17 +14,18 @@ PYTEST_ARGS ?=
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# `make run PORT=8001` serves on another port; result links in mail follow it.
 run: venv
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py ensure_object_store
-	$(PY) manage.py bootstrap_demo
-	$(PY) manage.py serve
+	$(PY) manage.py bootstrap_demo --url http://127.0.0.1:$(PORT)
+	PUBLIC_BASE_URL=$${PUBLIC_BASE_URL:-http://127.0.0.1:$(PORT)} $(PY) manage.py serve --port $(PORT)
 
 services:
 	bin/ensure-services
@@ -31,4 +35,4 @@ test: venv services
 		$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-* var .pytest_cache .hypothesis
