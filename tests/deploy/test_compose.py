@@ -196,6 +196,7 @@ def _check_the_running_system(run: ComposeRun, mail_dir: Path, public_s3: str) -
     token = (run.tmp_path / "host" / "var" / "demo-token").read_text().strip()
     wait_until(lambda: http(f"{base}/api/v1/schedules", token)[0] == 200, timeout=60, message="the web service")
     assert http(f"{base}/static/admin/css/base.css")[0] == 200, "static files were not collected into the image"
+    assert http(f"{base}/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")[0] == 200
     assert http(f"{base}/metrics")[0] == 200
 
     # The bootstrap's first run goes relay → Redis → worker-short → S3, then effects → SMTP.
