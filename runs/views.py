@@ -6,8 +6,8 @@ from rest_framework.response import Response
 from runs.authority import run_cancel
 from runs.results import result_download
 from runs.selectors import run_get
-from scheduler_project.http import schemas
 from scheduler_project.clock import instant
+from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.representations import run_representation
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import lookup_id
@@ -19,6 +19,13 @@ TAGS = ["runs"]
 class RunDetailView(TenantAPIView):
     @extend_schema(
         operation_id="runs_retrieve",
+        summary="Get a run",
+        description=(
+            "One occurrence read from the authoritative tables: its state, every attempt (an expired "
+            "lease shows as an `expired` attempt), the canonical result's checksum once it succeeded, "
+            "and the state of each effect (email, webhook) of that result."
+        ),
+        examples=api_docs.RUN_DETAIL,
         tags=TAGS,
         responses={200: schemas.RunSerializer, **error_responses(401, 403, 404)},
     )
@@ -30,6 +37,14 @@ class RunDetailView(TenantAPIView):
 class RunCancelView(TenantAPIView):
     @extend_schema(
         operation_id="runs_cancel",
+        summary="Cancel a run",
+        description=(
+            "A run that has not started (`pending`, `queued`) becomes `canceled`. A running one gets "
+            "`cancellationRequested: true` and stays `running` until its worker observes the request "
+            "(or its lease ends); then it is `canceled` with `cancellationAccepted: true`. A finished "
+            "run is 409 `invalid_state`. Effects already delivered cannot be recalled."
+        ),
+        examples=api_docs.RUN_CANCEL,
         tags=TAGS,
         request=None,
         responses={200: schemas.RunSerializer, **error_responses(401, 403, 404, 409)},
@@ -42,6 +57,13 @@ class RunCancelView(TenantAPIView):
 class RunResultView(TenantAPIView):
     @extend_schema(
         operation_id="runs_result",
+        summary="Get a signed link to a run's result",
+        description=(
+            "An absolute URL that serves exactly the canonical result version of a succeeded run, "
+            "without an Authorization header, until `expiresAt`; `checksum` is the SHA-256 the worker "
+            "published. Before success the answer is 409 `invalid_state`."
+        ),
+        examples=api_docs.RUN_RESULT,
         tags=TAGS,
         responses={200: schemas.ResultUrlSerializer, **error_responses(401, 403, 404, 409)},
     )

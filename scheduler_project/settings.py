@@ -198,10 +198,25 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduler API",
-    "DESCRIPTION": "Durable recurring schedules, tracked occurrences, fenced worker protocol.",
+    "DESCRIPTION": (
+        "Durable recurring schedules, one tracked occurrence (run) per due instant, and a fenced worker "
+        "protocol. Tenant endpoints take `Authorization: Bearer <tenant token>` (`manage.py create_tenant`), "
+        "worker endpoints a worker token (`manage.py create_worker_token`). JSON in and out; every error "
+        "is `{\"error\": {\"code\", \"message\", \"details\"}}` with a stable `code`. The contract is "
+        "docs/api.md in the repository, the design docs/design.md."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "TAGS": [
+        {"name": "schedules", "description": "Recurring rules, their preview, and run-once and history per schedule."},
+        {"name": "runs", "description": "One occurrence: its state, cancellation and its result."},
+        {"name": "worker", "description": "Claim, heartbeat, upload and complete under a lease and a fence."},
+    ],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "scheduler_project.http.api_docs.describe_job_type_params",
+    ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

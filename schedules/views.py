@@ -15,7 +15,7 @@ from schedules.services import (
     schedule_update,
 )
 from scheduler_project.errors import InvalidRequest
-from scheduler_project.http import schemas
+from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body
 from scheduler_project.clock import instant
@@ -53,6 +53,13 @@ class ScheduleCollectionView(TenantAPIView):
 
     @extend_schema(
         operation_id="schedules_list",
+        summary="List schedules",
+        description=(
+            "The caller's schedules that are not deleted, oldest first, `limit` per page (1 to 200, "
+            "default 50). Pass `nextCursor` back as `cursor` for the next page; it is null on the "
+            "last one. `nextRunAt` is null while a schedule is paused."
+        ),
+        examples=api_docs.SCHEDULE_LIST,
         tags=TAGS,
         parameters=[schemas.LIMIT_PARAMETER, schemas.CURSOR_PARAMETER],
         responses={200: schemas.ScheduleListSerializer, **error_responses(400, 401, 403)},
@@ -76,6 +83,19 @@ class ScheduleCollectionView(TenantAPIView):
 
     @extend_schema(
         operation_id="schedules_create",
+        summary="Create a schedule",
+        description=(
+            "Creates a recurring schedule at revision 1 and answers its first due instant "
+            "(`nextRunAt`, and `nextRunAtLocal` in the rule's zone). Required: `name`, `jobType`, "
+            "`recurrence`; everything else has a default (`misfirePolicy` latest_only, "
+            "`overlapPolicy` buffer_one, the job type's retry policy).\n\nWith an `Idempotency-Key`, "
+            "a retry with the same body returns the same schedule (200), and the same key with "
+            "another body is 409 `idempotency_conflict`. A rule that does not parse is 400 "
+            "`invalid_cron` or `invalid_timezone`; a job type the tenant may not use is 403 "
+            "`job_type_forbidden`; a full `max-schedules` quota is 429 `quota_exceeded`, and nothing "
+            "is created."
+        ),
+        examples=api_docs.SCHEDULE_CREATE,
         tags=TAGS,
         parameters=[schemas.IDEMPOTENCY_KEY_PARAMETER],
         request=ScheduleCreateSerializer,
@@ -97,6 +117,14 @@ class ScheduleCollectionView(TenantAPIView):
 class SchedulePreviewView(TenantAPIView):
     @extend_schema(
         operation_id="schedules_preview",
+        summary="Preview the next instants of a rule",
+        description=(
+            "Resolves a recurrence without creating anything: the next `count` instants (1 to 100, "
+            "default 5) strictly after `after` (default now), each in UTC and as local wall-clock "
+            "time in the rule's zone. Daylight-saving gaps and repeats resolve exactly as a schedule "
+            "would run them."
+        ),
+        examples=api_docs.PREVIEW,
         tags=TAGS,
         request=PreviewSerializer,
         responses={200: schemas.PreviewResponseSerializer, **error_responses(400, 401, 403)},
@@ -111,6 +139,12 @@ class ScheduleDetailView(TenantAPIView):
 
     @extend_schema(
         operation_id="schedules_retrieve",
+        summary="Get a schedule",
+        description=(
+            "The schedule's current revision. Another tenant's schedule, or a deleted one, is 404 "
+            "`not_found`."
+        ),
+        examples=api_docs.SCHEDULE_DETAIL,
         tags=TAGS,
         responses={200: schemas.ScheduleSerializer, **error_responses(401, 403, 404)},
     )
@@ -120,6 +154,14 @@ class ScheduleDetailView(TenantAPIView):
 
     @extend_schema(
         operation_id="schedules_update",
+        summary="Revise a schedule",
+        description=(
+            "Changes any of `name`, `params`, `recurrence`, `misfirePolicy`, `misfireGraceSeconds`, "
+            "`overlapPolicy`, `retry` and `effects` (not `jobType`) and answers the schedule at "
+            "revision N+1. `expectedRevision` is required: if it is not current the answer is 409 "
+            "`revision_conflict` with the current schedule in `details.current`. Occurrences already "
+            "materialized keep the revision they were created under."
+        ),
         tags=TAGS,
         request=ScheduleUpdateSerializer,
         responses={200: schemas.ScheduleSerializer, **error_responses(400, 401, 403, 404, 409)},
@@ -136,6 +178,11 @@ class ScheduleDetailView(TenantAPIView):
 
     @extend_schema(
         operation_id="schedules_destroy",
+        summary="Delete a schedule",
+        description=(
+            "Stops the schedule for good (204). Afterwards `GET` of the schedule is 404, while its "
+            "run history and its runs stay readable."
+        ),
         tags=TAGS,
         responses={204: OpenApiResponse(description="Deleted"), **error_responses(401, 403, 404)},
     )
@@ -147,6 +194,12 @@ class ScheduleDetailView(TenantAPIView):
 class SchedulePauseView(TenantAPIView):
     @extend_schema(
         operation_id="schedules_pause",
+        summary="Pause a schedule",
+        description=(
+            "No new occurrences are materialized while paused and `nextRunAt` is null. Runs already "
+            "created are not affected. Pausing a paused schedule changes nothing."
+        ),
+        examples=api_docs.SCHEDULE_PAUSED,
         tags=TAGS,
         request=None,
         responses={200: schemas.ScheduleSerializer, **error_responses(401, 403, 404, 409)},
@@ -159,6 +212,14 @@ class SchedulePauseView(TenantAPIView):
 class ScheduleResumeView(TenantAPIView):
     @extend_schema(
         operation_id="schedules_resume",
+        summary="Resume a schedule",
+        description=(
+            "Schedules the rule again. Instants that fell while it was paused are handled by its "
+            "`misfirePolicy`: `latest_only` runs the latest and records the others as skipped, `skip` "
+            "skips them all, `run_all` runs each (at most 100 per scan cycle). Resuming a schedule "
+            "that is not paused changes nothing."
+        ),
+        examples=api_docs.SCHEDULE_DETAIL,
         tags=TAGS,
         request=None,
         responses={200: schemas.ScheduleSerializer, **error_responses(401, 403, 404, 409)},
@@ -173,6 +234,14 @@ class ScheduleRunsView(TenantAPIView):
 
     @extend_schema(
         operation_id="schedules_runs_list",
+        summary="List a schedule's runs",
+        description=(
+            "The schedule's occurrences, newest `scheduledAt` first, with their attempts, result and "
+            "effects. The first page pins an upper bound, carried by `nextCursor`, so runs created "
+            "while you page never make you skip or repeat older ones; `watermark` is the instant "
+            "before which every created run is reflected. Works for deleted schedules too."
+        ),
+        examples=api_docs.RUN_LIST,
         tags=TAGS,
         parameters=[schemas.LIMIT_PARAMETER, schemas.CURSOR_PARAMETER],
         responses={200: schemas.RunListSerializer, **error_responses(400, 401, 403, 404)},
@@ -210,6 +279,14 @@ class ScheduleRunsView(TenantAPIView):
 
     @extend_schema(
         operation_id="schedules_runs_create",
+        summary="Run a schedule once",
+        description=(
+            "Creates one manual occurrence with the schedule's current revision, optionally with "
+            "`params` overriding the schedule's and a `runAt` (default now; a future one waits as "
+            "`pending`). The overlap policy applies as to scheduled runs. An `Idempotency-Key` is "
+            "scoped to the schedule and kept at least 24 hours: repeating it returns the same run."
+        ),
+        examples=api_docs.RUN_ONCE,
         tags=TAGS,
         parameters=[schemas.IDEMPOTENCY_KEY_PARAMETER],
         request=RunOnceSerializer,

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from runs.authority import claim, complete, heartbeat, stage_result
 from scheduler_project.errors import InvalidRequest
-from scheduler_project.http import schemas
+from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.json import json_object_body
 from scheduler_project.clock import instant
 from scheduler_project.http.representations import run_representation
@@ -27,6 +27,14 @@ MAX_CONTENT_TYPE_LENGTH = 200
 class ClaimView(WorkerAPIView):
     @extend_schema(
         operation_id="worker_claim",
+        summary="Claim a run",
+        description=(
+            "Takes the next claimable run of the given resource classes (all when omitted), fairly "
+            "across tenants, and starts a new attempt under a lease of `leaseSeconds` (default: the "
+            "job type's). The answer carries the fence that every later call for this attempt must "
+            "present; 204 when nothing is claimable."
+        ),
+        examples=api_docs.CLAIM,
         tags=TAGS,
         request=schemas.ClaimSerializer,
         responses={
@@ -65,6 +73,13 @@ class ClaimView(WorkerAPIView):
 class HeartbeatView(WorkerAPIView):
     @extend_schema(
         operation_id="worker_heartbeat",
+        summary="Extend an attempt's lease",
+        description=(
+            "Extends the lease to authority time plus the claim's `leaseSeconds` and tells the worker "
+            "whether cancellation was requested. A fence that is no longer current (another attempt "
+            "took over, or the lease passed) is 409 `stale_fence`: stop working on the run."
+        ),
+        examples=api_docs.HEARTBEAT,
         tags=TAGS,
         request=schemas.HeartbeatSerializer,
         responses={200: schemas.HeartbeatResponseSerializer, **error_responses(400, 401, 403, 404, 409)},
@@ -85,6 +100,15 @@ class HeartbeatView(WorkerAPIView):
 class CompleteView(WorkerAPIView):
     @extend_schema(
         operation_id="worker_complete",
+        summary="Finish an attempt",
+        description=(
+            "Ends the attempt as `succeeded` (with the staged object and its checksum, which becomes "
+            "the run's one canonical result), `failed` (with `retryable: true` the retry policy may "
+            "start another attempt) or `canceled`. A repeat of an accepted completion answers the saved run; a "
+            "different outcome or checksum is 409 `invalid_state`; a fence that is no longer current "
+            "is 409 `stale_fence`."
+        ),
+        examples=api_docs.COMPLETE,
         tags=TAGS,
         request=schemas.CompleteSerializer,
         responses={200: schemas.RunSerializer, **error_responses(400, 401, 403, 404, 409)},
@@ -111,6 +135,13 @@ class ResultUploadView(WorkerAPIView):
 
     @extend_schema(
         operation_id="worker_result_upload",
+        summary="Stage an attempt's result bytes",
+        description=(
+            "Stores the raw body as an immutable object of this attempt and answers its key, version "
+            "and SHA-256. Nothing is published yet: `complete` makes it the run's result. Never "
+            "overwrites; a stale fence is 409 `stale_fence`."
+        ),
+        examples=api_docs.UPLOAD,
         tags=TAGS,
         parameters=[schemas.FENCE_PARAMETER],
         request={"application/octet-stream": OpenApiTypes.BINARY},

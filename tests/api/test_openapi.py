@@ -71,3 +71,47 @@ def test_docs__swagger_ui_is_served(client):
     response = client.get("/api/docs/")
     assert response.status_code == 200
     assert b"swagger" in response.content.lower()
+
+
+def _operations(schema):
+    return [(path, method, op) for path, item in schema["paths"].items() for method, op in item.items()]
+
+
+def test_schema__every_operation_has_a_summary_and_its_own_description(schema):
+    descriptions = {}
+    for path, method, operation in _operations(schema):
+        assert operation.get("summary"), (path, method)
+        description = operation.get("description", "")
+        assert len(description) > 60 and "request.tenant" not in description, (path, method, description)
+        descriptions.setdefault(description, []).append((path, method))
+    shared = {text: ops for text, ops in descriptions.items() if len(ops) > 1}
+    assert not shared, shared
+
+
+# Held back until two validation gaps are closed (see scheduler_project/http/api_docs.py).
+REQUEST_EXAMPLES_HELD_BACK = {("/api/v1/schedules/{schedule_id}", "patch"), ("/api/v1/schedules/preview", "post")}
+
+
+def test_schema__contract_operations_with_a_body_show_examples(schema):
+    for path, method in CONTRACT_OPERATIONS:
+        if (path, method) in REQUEST_EXAMPLES_HELD_BACK:
+            continue
+        operation = schema["paths"][path][method]
+        media = operation.get("requestBody", {}).get("content", {}).get("application/json")
+        if media is not None:
+            assert media.get("examples"), (path, method)
+        success = next(status for status in operation["responses"] if status.startswith("2"))
+        if status_body := operation["responses"][success].get("content", {}).get("application/json"):
+            assert status_body.get("examples"), (path, method, success)
+
+
+def test_schema__params_of_every_request_body_list_each_job_type(schema):
+    from schedules.job_types import BUILTIN_JOB_TYPES
+
+    components = schema["components"]["schemas"]
+    for name in ("ScheduleCreateRequest", "ScheduleUpdateRequest", "RunOnceRequest"):
+        description = components[name]["properties"]["params"]["description"]
+        for job_type, spec in BUILTIN_JOB_TYPES.items():
+            assert f"`{job_type}`" in description, (name, job_type)
+            for parameter in spec["params_schema"]["properties"]:
+                assert f"`{parameter}`" in description, (name, job_type, parameter)
