@@ -13,6 +13,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 RESTART_BACKOFF_MAX = 30.0
+# Children get this long to exit after SIGTERM; whatever is left of their process groups is
+# then killed. Below gunicorn's --graceful-timeout plus a margin, well inside 10 s.
+STOP_GRACE_SECONDS = 7.0
 
 
 def _die_with_parent():
@@ -26,8 +29,9 @@ def _die_with_parent():
 def service_commands(*, host: str, port: int, redis: bool) -> dict[str, list[str]]:
     manage = [sys.executable, "manage.py"]
     services = {
+        # Idle keep-alive connections would otherwise hold a stopping worker for 30 s.
         "web": [sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--bind", f"{host}:{port}",
-                "--workers", "2", "--threads", "4", "--access-logfile", "-"],
+                "--workers", "2", "--threads", "4", "--graceful-timeout", "5", "--access-logfile", "-"],
         "scan": manage + ["scan"],
         "sweep": manage + ["sweep"],
         "effects": manage + ["effects"],
@@ -46,6 +50,56 @@ def service_commands(*, host: str, port: int, redis: bool) -> dict[str, list[str
     return services
 
 
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Signal a whole process group; False once no process of it is left."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+class Children:
+    """Named child processes, each leading its own process group: a stop reaches the whole tree
+    (gunicorn's and Celery's workers too), and the terminal's Ctrl-C reaches only the supervisor."""
+
+    def __init__(self, commands: dict[str, list[str]], env: dict[str, str]):
+        self.commands = commands
+        self.env = env
+        self.running: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str) -> None:
+        if name in self.running:
+            # A leader that died may have left its own children behind, holding ports.
+            _signal_group(self.running[name].pid, signal.SIGKILL)
+        self.running[name] = subprocess.Popen(
+            self.commands[name], env=self.env, cwd=settings.BASE_DIR,
+            start_new_session=True, preexec_fn=_die_with_parent,
+        )
+
+    def exited(self) -> list[str]:
+        return [name for name, child in self.running.items() if child.poll() is not None]
+
+    def stop(self, grace: float) -> list[str]:
+        """SIGTERM every group, wait up to `grace` for all of them to empty, SIGKILL the rest.
+
+        Returns the names whose groups had to be killed."""
+        for child in self.running.values():
+            _signal_group(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self._groups_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        killed = [name for name, child in self.running.items() if _signal_group(child.pid, signal.SIGKILL)]
+        for child in self.running.values():
+            child.wait()
+        return killed
+
+    def _groups_alive(self) -> list[str]:
+        for child in self.running.values():
+            child.poll()  # reap the leader, or its zombie keeps the group alive
+        return [name for name, child in self.running.items() if _signal_group(child.pid, 0)]
+
+
 class Command(BaseCommand):
     help = "Run API, admin, scanner, sweeper and workers (embedded pool, or relay + Celery with REDIS_URL)."
 
@@ -60,34 +114,33 @@ class Command(BaseCommand):
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
         if settings.REDIS_URL:
             call_command("install_housekeeping")
-        commands = service_commands(host=host, port=port, redis=bool(settings.REDIS_URL))
-        children: dict[str, subprocess.Popen] = {}
-        backoff = {name: 1.0 for name in commands}
-        stopping = False
+        children = Children(service_commands(host=host, port=port, redis=bool(settings.REDIS_URL)), env)
+        stop_requested = []
+        signal.signal(signal.SIGTERM, lambda *_: stop_requested.append(True))
+        signal.signal(signal.SIGINT, lambda *_: stop_requested.append(True))
+        for name in children.commands:
+            children.start(name)
+        self.stdout.write(f"serving on http://{host}:{port}/ with {', '.join(children.commands)}; Ctrl-C stops")
+        self._supervise(children, stop_requested)
+        self.stdout.write(f"stopping {len(children.running)} services")
+        killed = children.stop(STOP_GRACE_SECONDS)
+        if killed:
+            self.stdout.write(f"killed what was left of {', '.join(killed)} after {STOP_GRACE_SECONDS:.0f}s")
+        self.stdout.write("stopped every process this command started")
 
-        def stop(*_):
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        for name, command in commands.items():
-            children[name] = subprocess.Popen(command, env=env, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
-        self.stdout.write(f"serving on http://{host}:{port}/ with {', '.join(commands)}; Ctrl-C stops")
-        while not stopping:
-            time.sleep(0.5)
-            for name, child in list(children.items()):
-                if child.poll() is not None and not stopping:
-                    self.stderr.write(f"{name} exited with {child.returncode}; restarting in {backoff[name]:.0f}s")
-                    time.sleep(backoff[name])
+    def _supervise(self, children: Children, stop_requested: list) -> None:
+        """Restart children that exit, with a growing backoff, until a stop is requested."""
+        backoff = {name: 1.0 for name in children.commands}
+        restart_at: dict[str, float] = {}
+        while not stop_requested:
+            time.sleep(0.2)
+            now = time.monotonic()
+            for name in children.exited():
+                if name not in restart_at:
+                    code = children.running[name].returncode
+                    self.stderr.write(f"{name} exited with {code}; restarting in {backoff[name]:.0f}s")
+                    restart_at[name] = now + backoff[name]
                     backoff[name] = min(RESTART_BACKOFF_MAX, backoff[name] * 2)
-                    children[name] = subprocess.Popen(commands[name], env=env, cwd=settings.BASE_DIR, preexec_fn=_die_with_parent)
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for child in children.values():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
+                elif now >= restart_at[name]:
+                    del restart_at[name]
+                    children.start(name)
