@@ -1,23 +1,23 @@
 """The worker runtime: execute one claimed run and report its outcome to the authority.
 
 The runtime never changes run state itself and never decides ownership by its own clock:
-a heartbeat thread asks the authority to extend the lease, and only the authority's
+the process's lease keeper asks the authority to extend the lease, and only the authority's
 answers (heartbeat, stage_result, complete) say whether this attempt still owns the run.
-The Celery task and the embedded dispatcher both call ``claim_and_execute``.
+The Celery task calls ``claim_and_execute``; the embedded dispatcher claims for its pool
+and calls ``execute_claimed``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
 
 from runs import authority
 from runs.models import Run
-from scheduler_project.errors import NotFound, StaleFence
+from scheduler_project.errors import StaleFence
 from scheduler_project.failpoints import failpoint, failpoint_enabled
 from workers.jobs.framework import (
     JobCanceled,
@@ -28,14 +28,12 @@ from workers.jobs.framework import (
     TransientJobError,
     get_job,
 )
+from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
 
 log = logging.getLogger(__name__)
 
-# A dropped connection or a failover: the call may or may not have committed; repeat it.
-TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
-DELIVERY_DELAYS = (0.1, 0.5, 1.0, 2.0)  # between repeats of a stage/complete call
+FIRST_RETRY_DELAY, MAX_RETRY_DELAY = 0.1, 2.0  # backoff between repeats of a stage/complete call
 MAX_ERROR_CHARS = 2000
-MIN_HEARTBEAT_INTERVAL = 0.05
 
 
 @dataclass(frozen=True)
@@ -49,90 +47,62 @@ class ExecutionOutcome:
     duration_seconds: float
 
 
-class _Heartbeat(threading.Thread):
-    """Extends the lease every ``interval`` seconds and relays what the authority says."""
-
-    def __init__(self, run_id: str, attempt_id: str, fence: int, interval: float, control: JobControl):
-        super().__init__(name=f"heartbeat-{run_id}", daemon=True)
-        self.run_id, self.attempt_id, self.fence = run_id, attempt_id, fence
-        self.interval = interval
-        self.control = control
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        try:
-            while not self.stopping.wait(self.interval):
-                if not self.beat():
-                    return
-        finally:
-            connection.close()  # this thread's own connection
-
-    def beat(self) -> bool:
-        """One heartbeat; False once this attempt has lost the run."""
-        try:
-            run = authority.heartbeat(run_id=self.run_id, attempt_id=self.attempt_id, fence=self.fence)
-        except (StaleFence, NotFound) as exc:
-            self.control.mark_lost(f"heartbeat refused: {exc}")
-            return False
-        except TRANSIENT_DB_ERRORS as exc:
-            # The authority may still hold the lease; if not, the next beat hears StaleFence.
-            log.warning("heartbeat run=%s failed, retrying next beat: %s", self.run_id, exc)
-            connection.close()
-            return True
-        if run.cancellation_requested:
-            self.control.request_cancel()
-        return True
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(timeout=max(5.0, self.interval))
-
-
 def claim_and_execute(
-    *, resource_classes, worker_label: str, lease_seconds: int | None = None,
+    *, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None,
     heartbeat_interval: float | None = None,
-) -> ExecutionOutcome | None:
-    """Claim one run and execute it; None when nothing is claimable."""
-    run = authority.claim(worker_label=worker_label, resource_classes=resource_classes, lease_seconds=lease_seconds)
-    if run is None:
-        return None
-    return execute_claimed(run, heartbeat_interval=heartbeat_interval)
+) -> list[ExecutionOutcome]:
+    """Claim up to ``limit`` runs in one transaction and execute them one after another;
+    every claimed attempt's lease is kept alive from the claim on. Empty when nothing is
+    claimable."""
+    runs = authority.claim_many(
+        n=limit, worker_label=worker_label, resource_classes=resource_classes, lease_seconds=lease_seconds
+    )
+    held = [_hold(run, heartbeat_interval) for run in runs]
+    return [_run_held(run, ctx) for run, ctx in zip(runs, held)]
 
 
 def execute_claimed(run: Run, *, heartbeat_interval: float | None = None) -> ExecutionOutcome:
     """Run the job of an attempt the caller has just claimed, then stage and complete it."""
+    return _run_held(run, _hold(run, heartbeat_interval))
+
+
+def _hold(run: Run, heartbeat_interval: float | None) -> JobContext:
+    """The job context of a claimed attempt, whose lease the process's keeper now keeps."""
     attempt = run.current_attempt
-    fence = run.fence
     payload = run.payload
     timeout = payload.get("timeoutSeconds")
     control = JobControl(timeout_seconds=float(timeout) if timeout else None)
-    ctx = JobContext(
+    interval = heartbeat_interval if heartbeat_interval is not None else attempt.lease_seconds / 3
+    lease_keeper().hold(attempt.id, run.fence, lease_seconds=attempt.lease_seconds, interval=interval,
+                        control=control, claimed_at=time.monotonic())
+    return JobContext(
         run_id=run.id,
         attempt_id=attempt.id,
-        fence=fence,
+        fence=run.fence,
         scheduled_at=run.scheduled_at,
         timezone=(run.schedule.recurrence or {}).get("timezone") or "UTC",
         params=dict(payload.get("params") or {}),
         control=control,
     )
-    interval = heartbeat_interval if heartbeat_interval is not None else attempt.lease_seconds / 3
-    heartbeat = _Heartbeat(run.id, attempt.id, fence, max(MIN_HEARTBEAT_INTERVAL, interval), control)
+
+
+def _run_held(run: Run, ctx: JobContext) -> ExecutionOutcome:
+    keeper = lease_keeper()
     started = time.monotonic()
-    heartbeat.start()
     try:
-        outcome, checksum, error = _execute(ctx, payload.get("jobType") or run.job_type, heartbeat)
+        outcome, checksum, error = _execute(ctx, run.payload.get("jobType") or run.job_type, keeper)
     finally:
-        heartbeat.stop()
-    result = ExecutionOutcome(run.id, attempt.id, fence, outcome, checksum, error, time.monotonic() - started)
+        keeper.release(ctx.attempt_id)
+    result = ExecutionOutcome(run.id, ctx.attempt_id, ctx.fence, outcome, checksum, error, time.monotonic() - started)
     log.info(
         "executed run=%s attempt=%s fence=%s job=%s outcome=%s duration=%.3fs checksum=%s error=%s",
-        result.run_id, result.attempt_id, fence, run.job_type, outcome, result.duration_seconds,
+        result.run_id, result.attempt_id, ctx.fence, run.job_type, outcome, result.duration_seconds,
         checksum or "-", error[:200] or "-",
     )
     return result
 
 
-def _execute(ctx: JobContext, job_type: str, heartbeat: _Heartbeat) -> tuple[str, str | None, str]:
+def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> tuple[str, str | None, str]:
     """(outcome, checksum, error) for one attempt; every path ends in one authority answer."""
     control = ctx.control
     ids = dict(run_id=ctx.run_id, attempt_id=ctx.attempt_id, fence=ctx.fence)
@@ -141,63 +111,65 @@ def _execute(ctx: JobContext, job_type: str, heartbeat: _Heartbeat) -> tuple[str
     except JobLost as exc:
         return "lost", None, str(exc)
     except JobCanceled:
-        return _finish(ids, control, heartbeat, outcome="canceled")
+        return _finish(ids, control, keeper, outcome="canceled")
     except JobTimedOut as exc:
         # The attempt is over, but a later attempt may finish in time; max_attempts bounds retries.
-        return _finish(ids, control, heartbeat, outcome="failed", retryable=True, error=str(exc))
+        return _finish(ids, control, keeper, outcome="failed", retryable=True, error=str(exc))
     except TransientJobError as exc:
-        return _finish(ids, control, heartbeat, outcome="failed", retryable=True, error=_describe(exc))
+        return _finish(ids, control, keeper, outcome="failed", retryable=True, error=_describe(exc))
     except Exception as exc:  # PermanentJobError, and any bug in the job itself
-        return _finish(ids, control, heartbeat, outcome="failed", retryable=False, error=_describe(exc))
+        return _finish(ids, control, keeper, outcome="failed", retryable=False, error=_describe(exc))
 
     if control.lost.is_set():
         return "lost", None, control.lost_reason  # uploading could never become canonical
     try:
-        stored = _deliver(authority.stage_result, **ids, data=output.data, content_type=output.content_type)
+        stored = _deliver(keeper, ids, authority.stage_result, data=output.data, content_type=output.content_type)
     except StaleFence as exc:
         return "stale", None, str(exc)
     except Exception as exc:
         # Upload trouble is infrastructure, not the job: another attempt may succeed.
-        return _finish(ids, control, heartbeat, outcome="failed", retryable=True, error=f"staging failed: {_describe(exc)}")
+        return _finish(ids, control, keeper, outcome="failed", retryable=True, error=f"staging failed: {_describe(exc)}")
     failpoint("after_upload_before_complete")
-    return _finish(ids, control, heartbeat, outcome="succeeded", object_key=stored.key,
+    return _finish(ids, control, keeper, outcome="succeeded", object_key=stored.key,
                    version_id=stored.version_id, checksum=stored.checksum)
 
 
-def _finish(ids: dict, control: JobControl, heartbeat: _Heartbeat, **completion) -> tuple[str, str | None, str]:
+def _finish(ids: dict, control: JobControl, keeper: LeaseKeeper, **completion) -> tuple[str, str | None, str]:
     """Complete the attempt; a lost reply is repeated, and the authority answers a repeat
-    with the saved run."""
+    with the saved run. The lease is kept alive until the authority has answered."""
     error = completion.get("error", "")
-    # A beat racing the completion would be refused once the run is terminal and counted
-    # as a stale-fence rejection; the last beat left at least two thirds of the lease.
-    heartbeat.stop()
     if control.lost.is_set():
         return "lost", None, control.lost_reason
+    keeper.completing(ids["attempt_id"])
     try:
-        run = _deliver(authority.complete, **ids, **completion)
+        run = _deliver(keeper, ids, authority.complete, **completion)
         if failpoint_enabled("drop_completion_reply"):
             log.warning("failpoint drop_completion_reply: repeating complete for run=%s", ids["run_id"])
-            run = _deliver(authority.complete, **ids, **completion)
+            run = _deliver(keeper, ids, authority.complete, **completion)
     except StaleFence as exc:
         return "stale", None, str(exc)
     except TRANSIENT_DB_ERRORS as exc:
-        # Undeliverable: whatever the authority recorded stands, else the lease expires and
-        # the sweeper re-queues the run.
+        # Undeliverable while the lease could stand: whatever the authority recorded stands,
+        # else the sweeper re-queues the run.
         log.error("complete for run=%s undeliverable: %s", ids["run_id"], exc)
         return "lost", None, f"completion undeliverable: {_describe(exc)}"
     return completion["outcome"], run.result_checksum if completion["outcome"] == "succeeded" else None, error
 
 
-def _deliver(call, **kwargs):
-    """Call an idempotent authority operation, repeating it while the database is unreachable."""
-    for delay in (*DELIVERY_DELAYS, None):
+def _deliver(keeper: LeaseKeeper, ids: dict, call, **kwargs):
+    """Call an idempotent authority operation for this attempt, repeating it with backoff
+    while the database is unreachable and the lease may still be valid: a database outage
+    shorter than the lease costs nothing (the keeper keeps beating meanwhile)."""
+    delay = FIRST_RETRY_DELAY
+    while True:
         try:
-            return call(**kwargs)
+            return call(**ids, **kwargs)
         except TRANSIENT_DB_ERRORS:
-            if delay is None or connection.in_atomic_block:
+            if connection.in_atomic_block or not keeper.lease_may_be_valid(ids["attempt_id"]):
                 raise
             connection.close()  # reconnect on the next try
             time.sleep(delay)
+            delay = min(delay * 2, MAX_RETRY_DELAY)
 
 
 def _describe(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ from runs.authority.claims import claim, claim_many
 from runs.authority.completion import complete, result_key, stage_result
 from runs.authority.materialize import MaterializeStats, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once
-from runs.authority.ownership import heartbeat
+from runs.authority.ownership import heartbeat, heartbeat_many
 from runs.authority.resume import schedule_resume
 from runs.authority.sweep import sweep_expired_leases
 
@@ -20,6 +20,7 @@ __all__ = [
     "claim_many",
     "complete",
     "heartbeat",
+    "heartbeat_many",
     "materialize_due",
     "promote_due_runs",
     "result_key",

@@ -13,7 +13,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from runs.models import Run, RunState
+from runs.models import Attempt, Run, RunState
 from schedules.models import Schedule, Tenant
 
 
@@ -59,6 +59,31 @@ def lock_due_schedules(fields, buckets: list[int], now, limit: int) -> list[tupl
     with connection.cursor() as cursor:
         cursor.execute(sql, [buckets, now, limit, limit])
         return cursor.fetchall()
+
+
+def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
+    """Extend, in one statement, the lease of every ``(attempt id, fence)`` in ``held`` whose
+    attempt still owns its run (running, current, same fence, lease not yet passed), each by
+    its own lease length from database time. Returns ``{attempt id: cancellation requested}``
+    for those; an attempt missing from the answer has lost its run. PostgreSQL only: the
+    embedded SQLite extends one lease at a time (ownership.heartbeat_many)."""
+    run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
+    sql = (
+        f"WITH extended AS ("
+        f"  UPDATE {run_table} AS r"
+        f"  SET lease_expires_at = clock_timestamp() + a.lease_seconds * interval '1 second'"
+        f"  FROM unnest(%s::varchar[], %s::bigint[]) AS h(attempt_id, fence), {attempt_table} AS a"
+        f"  WHERE a.id = h.attempt_id AND r.id = a.run_id AND r.current_attempt_id = a.id"
+        f"    AND r.state = 'running' AND r.fence = h.fence AND a.state = 'running'"
+        f"    AND r.lease_expires_at > clock_timestamp()"
+        f"  RETURNING a.id AS attempt_id, r.lease_expires_at, r.cancellation_requested"
+        f") UPDATE {attempt_table} AS a SET lease_expires_at = e.lease_expires_at"
+        f" FROM extended AS e WHERE a.id = e.attempt_id"
+        f" RETURNING a.id, e.cancellation_requested"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[a for a, _ in held], [f for _, f in held]])
+        return dict(cursor.fetchall())
 
 
 def running_count():

@@ -19,6 +19,7 @@ from runs.models import Attempt, AttemptState, PendingReason, Run, RunState, Sto
 from schedules.models import JobType, Schedule
 from schedules.services import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
+from workers.leases import lease_keeper
 from workers.runtime import claim_and_execute, execute_claimed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
@@ -97,18 +98,18 @@ def test_execute__report_publishes_canonical_result_with_its_checksum(tenant):
     assert "sha256:" + hashlib.sha256(data).hexdigest() == run.result_checksum == outcome.checksum
     day = run.scheduled_at.astimezone(ZoneInfo("America/New_York")).date()
     assert f"sales-eu-{day.isoformat()}.csv" in zipfile.ZipFile(io.BytesIO(data)).namelist()
-    assert not [t for t in threading.enumerate() if t.name.startswith("heartbeat-")]
+    assert not lease_keeper().holding(outcome.attempt_id)  # released once the authority answered
 
 
 def test_claim_and_execute__runs_one_claimable_run_or_returns_none(tenant):
-    assert claim_and_execute(resource_classes=["short"], worker_label="w") is None
+    assert claim_and_execute(resource_classes=["short"], worker_label="w") == []
     run = due_run(tenant, params={"seconds": 0})
     execute_claimed(run)  # this one is done; make another claimable
     Schedule.objects.filter(id=run.schedule_id).update(next_run_at=authority_now() - timedelta(seconds=1))
     authority.materialize_due()
 
-    assert claim_and_execute(resource_classes=["long"], worker_label="w") is None
-    outcome = claim_and_execute(resource_classes=["short"], worker_label="w")
+    assert claim_and_execute(resource_classes=["long"], worker_label="w") == []
+    [outcome] = claim_and_execute(resource_classes=["short"], worker_label="w")
 
     assert outcome.outcome == "succeeded"
     finished = Run.objects.get(id=outcome.run_id)
