@@ -6,6 +6,7 @@ from the outbox, and a run whose worker dies is recovered by the sweeper.
 """
 
 from datetime import timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -17,37 +18,45 @@ from runs.models import Outbox, OutboxKind, RunState
 RELAY_LEASE_SECONDS = 30
 
 
-def relay_pass(publish, *, batch_size: int = 500) -> tuple[int, int]:
+class Hint(NamedTuple):
+    id: int  # the outbox row
+    run_id: str
+    resource_class: str
+
+
+def relay_pass(publish_all, *, batch_size: int = 500) -> tuple[int, int]:
     """Publish one batch of unpublished dispatch intents; returns (published, failed).
 
-    ``publish(row)`` must return only once the broker accepted the message; rows are
-    marked published after that, in a separate short transaction, never around the call.
+    ``publish_all(hints)`` must return only once the broker accepted every message, and
+    raise otherwise; rows are marked published after that, in a separate short
+    transaction, never around the call. A refused batch stays unpublished as a whole (a
+    hint published twice is harmless: workers claim through the authority).
     """
     with transaction.atomic():
         now = authority_now()
-        rows = list(
-            Outbox.objects.filter(kind=OutboxKind.DISPATCH, published_at__isnull=True)
+        hints = [
+            Hint(*row)
+            for row in Outbox.objects.filter(kind=OutboxKind.DISPATCH, published_at__isnull=True)
             .filter(Q(relay_until__isnull=True) | Q(relay_until__lte=now))
             .order_by("id")
-            .select_for_update(skip_locked=True)[:batch_size]
-        )
-        if not rows:
+            .select_for_update(skip_locked=True)
+            .values_list("id", "run_id", "resource_class")[:batch_size]
+        ]
+        if not hints:
             return 0, 0
-        Outbox.objects.filter(id__in=[r.id for r in rows]).update(
+        ids = [hint.id for hint in hints]
+        Outbox.objects.filter(id__in=ids).update(
             relay_until=now + timedelta(seconds=RELAY_LEASE_SECONDS), publish_attempts=F("publish_attempts") + 1
         )
-    published, failures = [], {}
-    for row in rows:
-        try:
-            publish(row)
-            published.append(row.id)
-        except Exception as exc:  # the broker said no: the row stays unpublished
-            failures[row.id] = repr(exc)[:1000]
+    try:
+        publish_all(hints)
+    except Exception as exc:  # the broker said no: the rows stay unpublished
+        with transaction.atomic():
+            Outbox.objects.filter(id__in=ids).update(last_error=repr(exc)[:1000])
+        return 0, len(hints)
     with transaction.atomic():
-        Outbox.objects.filter(id__in=published).update(published_at=authority_now(), relay_until=None)
-        for row_id, error in failures.items():
-            Outbox.objects.filter(id=row_id).update(last_error=error)
-    return len(published), len(failures)
+        Outbox.objects.filter(id__in=ids).update(published_at=authority_now(), relay_until=None)
+    return len(hints), 0
 
 
 def republish_lost_hints(queue_depth) -> int:

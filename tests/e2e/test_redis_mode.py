@@ -65,7 +65,8 @@ def test_redis_mode__due_schedule_runs_end_to_end_with_s3_result(system):
 
 
 def test_redis_mode__duplicated_hint_runs_the_occurrence_once(system):
-    from workers.dispatch import publish_hint
+    from scheduler_project.celery import app
+    from workers.dispatch import publish_hints
 
     tenant = make_tenant("acme")
     client = api_client(tenant)
@@ -75,8 +76,9 @@ def test_redis_mode__duplicated_hint_runs_the_occurrence_once(system):
     )
     run_id = client.post(f"/api/v1/schedules/{schedule_id}/runs", {}, format="json").json()["runId"]
     row = Outbox.objects.get(run_id=run_id)
-    for _ in range(3):  # a relay that published, died before marking, and was retried
-        publish_hint(row)
+    with app.producer_or_acquire() as producer:
+        for _ in range(3):  # a relay that published, died before marking, and was retried
+            publish_hints([row], producer)
     system.celery_worker("worker", "short", concurrency=3)
     wait_until(lambda: Run.objects.get(id=run_id).state == RunState.SUCCEEDED, timeout=60,
                message="the run to succeed")

@@ -24,27 +24,27 @@ def queued_runs(tenant):
 
 def test_relay_pass__marks_rows_published_only_after_publish_returned(queued_runs):
     sent = []
-    assert relay_pass(sent.append) == (5, 0)
-    assert sorted(row.run_id for row in sent) == sorted(r.id for r in queued_runs)
+    assert relay_pass(sent.extend) == (5, 0)
+    assert sorted(hint.run_id for hint in sent) == sorted(r.id for r in queued_runs)
     assert Outbox.objects.filter(published_at__isnull=True).count() == 0
-    assert relay_pass(sent.append) == (0, 0)
+    assert relay_pass(sent.extend) == (0, 0)
 
 
 def test_relay_pass__broker_refusal_keeps_row_unpublished_with_error(queued_runs):
-    def refuse(row):
+    def refuse(hints):
         raise ConnectionError("broker down")
 
     assert relay_pass(refuse) == (0, 5)
     rows = Outbox.objects.all()
     assert all(r.published_at is None and "broker down" in r.last_error for r in rows)
     # The relay lease keeps another pass from retrying at once; once it lapses, rows go out.
-    assert relay_pass(lambda row: None) == (0, 0)
+    assert relay_pass(lambda hints: None) == (0, 0)
     Outbox.objects.update(relay_until=authority_now() - timedelta(seconds=1))
-    assert relay_pass(lambda row: None) == (5, 0)
+    assert relay_pass(lambda hints: None) == (5, 0)
 
 
 def test_republish_lost_hints__only_the_shortfall_against_the_queue(queued_runs, settings):
-    relay_pass(lambda row: None)
+    relay_pass(lambda hints: None)
     Outbox.objects.update(published_at=authority_now() - timedelta(seconds=settings.RELAY_REPUBLISH_AFTER_SECONDS + 1))
     assert republish_lost_hints(lambda rc: 5) == 0  # all five hints still wait in the queue
     assert republish_lost_hints(lambda rc: 3) == 2  # two were lost
@@ -55,7 +55,7 @@ def test_republish_lost_hints__only_the_shortfall_against_the_queue(queued_runs,
 def test_republish_lost_hints__ignores_recent_and_claimed_hints(queued_runs):
     from runs.authority import claim
 
-    relay_pass(lambda row: None)
+    relay_pass(lambda hints: None)
     assert republish_lost_hints(lambda rc: 0) == 0  # published just now: not lost yet
     claim(worker_label="w")
     Outbox.objects.update(published_at=authority_now() - timedelta(hours=1))
