@@ -1,6 +1,6 @@
 """A burst of N zero-second demo.sleep runs due at one instant, executed by real processes.
 
-    .venv/bin/python bench/burst.py --mode redis [--runs 10000] [--workers 2] [--concurrency 4]
+    .venv/bin/python bench/burst.py --mode redis [--runs 10000] [--workers 2] [--concurrency 4] [--peer]
     .venv/bin/python bench/burst.py --mode embedded [--runs 10000]
 
 redis: PostgreSQL + scanner + relay + Celery workers (prefork) on Redis.
@@ -84,6 +84,8 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (redis mode)")
     parser.add_argument("--concurrency", type=int, default=4, help="slots per worker / embedded pool")
     parser.add_argument("--lead", type=float, default=8.0, help="seconds between set-up and the due instant")
+    parser.add_argument("--peer", action="store_true",
+                        help="redis mode: then run plain Celery (a no-op task, same worker shape) and print the ratio")
     args = parser.parse_args()
     var_dir = Path(tempfile.mkdtemp(prefix="burst-"))
     configure(args.mode, var_dir)
@@ -134,6 +136,13 @@ def main():
         print(f"  claim (hint -> claimed): median={median(claim):.2f}s max={max(claim):.2f}s")
     print(f"  execute (claim -> accepted completion): median={median(execute) * 1000:.1f}ms "
           f"p99={percentile(execute, 99) * 1000:.1f}ms")
+    if args.peer and args.mode == "redis":
+        from celery_peer import run_peer
+
+        peer = run_peer(args.runs, workers=args.workers, concurrency=args.concurrency, log_dir=var_dir)
+        print(f"plain Celery peer, same worker shape: {peer['rate']:,.0f} tasks/s, start lateness "
+              f"p50={peer['p50']:.2f}s p99={peer['p99']:.2f}s")
+        print(f"  ratio this project / plain Celery: {args.runs / elapsed / peer['rate']:.3f}")
     shutil.rmtree(var_dir, ignore_errors=True)
 
 

@@ -31,8 +31,9 @@ from tests.deploy.compose import (
     readme_production_services,
     start_order,
 )
-from tests.e2e.processes import Processes, free_port, wait_until
-from tests.effects.helpers import start_smtp_sink, stop_process
+from tests.e2e.processes import Processes, wait_until
+from tests.effects.helpers import start_smtp_sink
+from tests.servers import free_port, stop_process
 
 # Compose services the test provides itself; a new one needs a stand-in here.
 STAND_INS = {"postgres", "redis", "minio", "mailpit"}

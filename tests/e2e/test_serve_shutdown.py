@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import PYTHON, ROOT, Processes, free_port, wait_until
+from tests.e2e.processes import PYTHON, ROOT, Processes, wait_until
+from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
 PORT_FREE_WITHIN_SECONDS = 10

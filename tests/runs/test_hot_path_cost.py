@@ -1,0 +1,65 @@
+"""What one zero-second run costs the authority, statement by statement: the figure in
+BENCHMARKS.md ("Statements per run") cannot change without this test saying so."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runs import authority
+from tests.authority_steps import create_schedule, make_due
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
+
+# (statements, commits) of each step for one run, on PostgreSQL.
+CLAIM = (9, 1)
+STAGE = (7, 2)  # register the upload, then record its version after the upload
+COMPLETE = (8, 1)
+
+
+def cost(queries) -> tuple[int, int]:
+    sql = [q["sql"] for q in queries.captured_queries]
+    statements = [s for s in sql if s not in ("BEGIN", "COMMIT")]
+    # An UPDATE outside BEGIN..COMMIT is its own (autocommit) transaction.
+    commits = sql.count("COMMIT") + sum(1 for s in _outside_transactions(sql) if s not in ("BEGIN", "COMMIT"))
+    return len(statements), commits
+
+
+def _outside_transactions(sql):
+    inside = False
+    for statement in sql:
+        if statement == "BEGIN":
+            inside = True
+        elif statement == "COMMIT":
+            inside = False
+        elif not inside and not statement.startswith("SELECT"):
+            yield statement
+
+
+def test_hot_path__statements_and_commits_per_run(tenant):
+    schedule = create_schedule(tenant, overlapPolicy="allow")
+    make_due(schedule)
+    authority.materialize_due()
+
+    with CaptureQueriesContext(connection) as claim:
+        run = authority.claim(worker_label="w")
+    ids = dict(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence)
+    with CaptureQueriesContext(connection) as stage:
+        obj = authority.stage_result(**ids, data=b"{}", content_type="application/json")
+    with CaptureQueriesContext(connection) as complete:
+        authority.complete(**ids, outcome="succeeded", object_key=obj.key, version_id=obj.version_id,
+                           checksum=obj.checksum)
+
+    assert (cost(claim), cost(stage), cost(complete)) == (CLAIM, STAGE, COMPLETE)
+
+
+def test_heartbeat__one_statement_whatever_the_attempts_held(tenant):
+    schedule = create_schedule(tenant, overlapPolicy="allow")
+    for seconds in range(1, 31):
+        make_due(schedule, ago=timedelta(seconds=seconds))
+        authority.materialize_due()
+    runs = authority.claim_many(n=30, worker_label="w")
+    with CaptureQueriesContext(connection) as beat:
+        alive = authority.heartbeat_many([(r.current_attempt_id, r.fence) for r in runs])
+    assert len(alive) == 30 and cost(beat) == (1, 1)
