@@ -9,6 +9,9 @@ Every adapter answers with a ``ProviderOutcome``:
   (timeout or disconnect after the message content was sent).
 - ``not_delivered``: nothing reached the provider, or it asked us to come back later
   (connection refused, SMTP 4xx, HTTP 5xx/429): safe to deliver again.
+
+A ``failed`` outcome decided before any request (a refused destination) carries a
+``reason`` code the API shows on the effect.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from __future__ import annotations
 import http.client
 import json
 import smtplib
+import socket
+import ssl
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.core.mail.backends.smtp import EmailBackend
+
+from effects.egress import Destination, EgressDenied, resolve_destination
 
 SENT = "sent"
 FAILED = "failed"
@@ -41,6 +47,7 @@ class ProviderOutcome:
     outcome: str
     external_id: str = ""
     detail: str = ""
+    reason: str = ""  # machine-readable cause of a failure decided before any request
 
 
 # --- Email ---------------------------------------------------------------------------------
@@ -156,12 +163,40 @@ def _describe_refused(refused: dict) -> str:
 # --- Webhook -------------------------------------------------------------------------------
 
 
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    """Connects to one checked address; the Host header still names the URL's host."""
+
+    def __init__(self, destination: Destination, address: str, timeout: float):
+        super().__init__(destination.host, destination.port, timeout=timeout)
+        self.address = address
+
+    def connect(self):
+        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _PinnedHTTPSConnection(_PinnedHTTPConnection):
+    """TLS to one checked address, verified against (and SNI naming) the URL's host."""
+
+    default_port = http.client.HTTPS_PORT
+
+    def connect(self):
+        super().connect()
+        self.sock = ssl.create_default_context().wrap_socket(self.sock, server_hostname=self.host)
+
+
 def post_webhook(url: str, body: dict, *, idempotency_key: str, timeout: float) -> ProviderOutcome:
-    """POST JSON with an Idempotency-Key; connect first so a refusal is known to be harmless."""
-    parts = urlsplit(url)
-    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = connection_class(parts.hostname, parts.port, timeout=timeout)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    """POST JSON with an Idempotency-Key to a checked address of the URL's host; connect
+    first so a refusal is known to be harmless. Redirects are answers, never followed."""
+    try:
+        destination = resolve_destination(url)
+    except EgressDenied as exc:
+        return ProviderOutcome(FAILED, detail=f"egress denied, nothing sent: {exc}", reason="egress_denied")
+    except OSError as exc:  # the name did not resolve: nothing was sent
+        return ProviderOutcome(NOT_DELIVERED, detail=f"resolve: {exc!r}")
+    conn, refused = _connect_to_any(destination, timeout)
+    if conn is None:
+        return ProviderOutcome(NOT_DELIVERED, detail=f"connect: {refused!r}")
     payload = json.dumps(body, separators=(",", ":")).encode()
     headers = {
         "Content-Type": "application/json",
@@ -170,11 +205,7 @@ def post_webhook(url: str, body: dict, *, idempotency_key: str, timeout: float) 
     }
     try:
         try:
-            conn.connect()
-        except OSError as exc:
-            return ProviderOutcome(NOT_DELIVERED, detail=f"connect: {exc!r}")
-        try:
-            conn.request("POST", path, body=payload, headers=headers)
+            conn.request("POST", destination.target, body=payload, headers=headers)
             response = conn.getresponse()
             text = response.read(_MAX_RESPONSE_BYTES)
         except (OSError, http.client.HTTPException) as exc:
@@ -188,6 +219,21 @@ def post_webhook(url: str, body: dict, *, idempotency_key: str, timeout: float) 
     if status in _HTTP_RETRY_LATER or status >= 500:
         return ProviderOutcome(NOT_DELIVERED, detail=detail)
     return ProviderOutcome(FAILED, detail=f"{detail}: {text[:500].decode(errors='replace')}")
+
+
+def _connect_to_any(destination: Destination, timeout: float):
+    """(an open connection to the first checked address that accepts, None) or (None, the last error)."""
+    connection_class = _PinnedHTTPSConnection if destination.scheme == "https" else _PinnedHTTPConnection
+    error = None
+    for address in destination.addresses:
+        conn = connection_class(destination, address, timeout)
+        try:
+            conn.connect()
+            return conn, None
+        except OSError as exc:
+            conn.close()
+            error = exc
+    return None, error
 
 
 def _external_id(response: http.client.HTTPResponse, text: bytes) -> str:

@@ -30,6 +30,7 @@ from effects import adapters
 from effects.adapters import ProviderOutcome
 from effects.messages import PreparedDelivery, email_message, request_record, webhook_payload
 from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
+from effects.quota import email_recipients_take
 from objectstore import ObjectMissing, get_object_store
 from runs.authority.objects import object_pin
 from runs.backoff import retry_delay_seconds
@@ -188,15 +189,12 @@ def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
     intent.updated_at = now
     missing = _missing_target(intent)
     if missing or obj is None or obj.state != ObjectState.REFERENCED:
-        # Settled without a provider request: recorded like any other delivery.
-        reason = missing or "the result object has expired under the retention policy"
-        outcome = adapters.SKIPPED if missing else adapters.FAILED
-        EffectDelivery.objects.create(
-            intent=intent, number=number, started_at=now, finished_at=now, request=prepared.request,
-            outcome=EffectState.SKIPPED if missing else EffectState.FAILED, detail=f"not submitted: {reason}",
-        )
-        _settle(intent, outcome, now)
-        intent.save()
+        why = missing or "the result object has expired under the retention policy"
+        _settle_unsent(intent, prepared, now, adapters.SKIPPED if missing else adapters.FAILED, why)
+        return None
+    if intent.kind == EffectKind.EMAIL and not email_recipients_take(run.tenant_id, len(target["to"]), now):
+        why = "the tenant's daily cap on email recipients is reached"
+        _settle_unsent(intent, prepared, now, adapters.FAILED, why, reason="quota_exceeded")
         return None
     # Pin the exact version: cleanup leaves it alone while we read it and while a link we
     # hand out can still be used.
@@ -206,6 +204,16 @@ def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
     intent.save(update_fields=["delivery_count", "next_attempt_at", "updated_at"])
     prepared.delivery_id = delivery.id
     return prepared
+
+
+def _settle_unsent(intent: EffectIntent, prepared: PreparedDelivery, now, outcome: str, why: str, reason="") -> None:
+    """Settle without a provider request, recorded like any other delivery."""
+    EffectDelivery.objects.create(
+        intent=intent, number=prepared.number, started_at=now, finished_at=now, request=prepared.request,
+        outcome=_delivery_state(outcome), detail=f"not submitted: {why}",
+    )
+    _settle(intent, outcome, now, reason=reason)
+    intent.save()
 
 
 def _missing_target(intent: EffectIntent) -> str:
@@ -284,7 +292,7 @@ def finish_delivery(p: PreparedDelivery, result: ProviderOutcome) -> None:
             intent.external_id = result.external_id[:300]
             _settle(intent, adapters.SENT, now)
         elif intent.delivery_count == p.number and intent.state not in SETTLED_STATES:
-            _settle(intent, result.outcome, now)
+            _settle(intent, result.outcome, now, reason=result.reason)
         intent.updated_at = now
         intent.save()
     log.info("effect %s: delivery %d %s (%s)", p.action, p.number, result.outcome, result.detail[:200])
@@ -299,10 +307,11 @@ def _delivery_state(outcome: str) -> str:
     }.get(outcome, EffectState.FAILED)
 
 
-def _settle(intent: EffectIntent, outcome: str, now) -> None:
+def _settle(intent: EffectIntent, outcome: str, now, *, reason: str = "") -> None:
     """The intent's state after a delivery outcome. Once any delivery may have reached the
     provider, only a `sent` answer or an operator can settle the intent as anything else:
-    calling it failed could hide a delivered message."""
+    calling it failed could hide a delivered message. `reason` names why a failure was
+    decided without a request; it is kept only if the intent ends failed."""
     count = intent.delivery_count
     can_retry = count < settings.EFFECT_MAX_DELIVERIES
     backoff = now + timedelta(
@@ -326,6 +335,7 @@ def _settle(intent: EffectIntent, outcome: str, now) -> None:
     else:  # permanent refusal, or out of deliveries
         intent.state = EffectState.UNCERTAIN if maybe_delivered else EffectState.FAILED
         intent.next_attempt_at = None
+    intent.reason = reason if intent.state == EffectState.FAILED else ""
 
 
 def _policy(intent: EffectIntent) -> str:
@@ -362,6 +372,7 @@ def effect_resolve(*, action: str, resolution: str, actor: str = "operator", not
             intent.state, intent.next_attempt_at = EffectState.PENDING, None
         else:
             intent.state, intent.next_attempt_at = resolution, None
+        intent.reason = ""  # the operator's decision replaces the automatic one
         entry = f"{instant(now)} {actor}: {resolution}" + (f" ({note})" if note else "")
         intent.resolution = f"{intent.resolution}\n{entry}".strip()
         intent.updated_at = now

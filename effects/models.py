@@ -42,6 +42,8 @@ class EffectIntent(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     # An operator's decision (admin action or `manage.py effects resolve`), with who and when.
     resolution = models.TextField(blank=True, default="")
+    # Why a failed intent was refused without any request: egress_denied, quota_exceeded.
+    reason = models.CharField(max_length=40, blank=True, default="")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -84,3 +86,16 @@ class EffectDelivery(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["intent", "number"], name="effectdelivery_number_unique")
         ]
+
+
+class EmailUsage(models.Model):
+    """Email recipients of one tenant's deliveries on one UTC day, counted against the
+    tenant's cap (effects.quota)."""
+
+    # The unique (tenant, day) key serves every look-up; no separate tenant index.
+    tenant = models.ForeignKey("schedules.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    day = models.DateField()
+    recipients = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "day"], name="emailusage_tenant_day_unique")]

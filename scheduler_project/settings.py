@@ -24,12 +24,14 @@ def env_int(name, default):
     return int(os.environ.get(name, default))
 
 
+def env_list(name, default=""):
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
 DEBUG = env_bool("DEBUG", False)
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h.strip()]
-CSRF_TRUSTED_ORIGINS = [
-    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
-]
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "*")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -167,6 +169,8 @@ EFFECT_LINK_TTL_SECONDS = env_int("EFFECT_LINK_TTL_SECONDS", 3 * 86400)
 EFFECT_MESSAGE_ID_DOMAIN = os.environ.get("EFFECT_MESSAGE_ID_DOMAIN", "scheduler.invalid")
 # Absolute base of links the scheduler hands out outside a request (emails, webhooks).
 PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
+# Webhooks reach public addresses only; these CIDRs or host names open internal receivers.
+WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS")
 
 # --- Retention --------------------------------------------------------------------------
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 30)

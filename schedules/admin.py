@@ -52,7 +52,7 @@ class JobTypeAdmin(admin.ModelAdmin):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("name", "id", "max_schedules", "max_active_runs", "weight", "created_at")
+    list_display = ("name", "id", "max_schedules", "max_active_runs", "max_emails_per_day", "weight", "created_at")
     search_fields = ("name", "id")
     readonly_fields = ("id", "created_at")
     filter_horizontal = ("allowed_job_types",)

@@ -30,6 +30,7 @@ def tenant_create(
     job_types: list[str] | None = None,
     max_schedules: int = 1000,
     max_active_runs: int = 100,
+    max_emails_per_day: int = 1000,
     weight: int = 1,
 ) -> tuple[Tenant, str]:
     """A new tenant and its first tenant token's secret.
@@ -39,7 +40,9 @@ def tenant_create(
     builtin_job_types_ensure()
     if weight < 1:
         raise InvalidRequest("weight must be at least 1", field="weight")
-    if max_schedules < 0 or max_active_runs < 0:
+    quotas = {"max_schedules": max_schedules, "max_active_runs": max_active_runs,
+              "max_emails_per_day": max_emails_per_day}
+    if min(quotas.values()) < 0:
         raise InvalidRequest("quotas must not be negative")
     if Tenant.objects.filter(name=name).exists():
         raise InvalidRequest(f"a tenant named {name!r} already exists", field="name")
@@ -50,9 +53,7 @@ def tenant_create(
         missing = sorted(set(job_types) - {job_type.name for job_type in allowed})
         if missing:
             raise InvalidRequest(f"unknown job type(s): {', '.join(missing)}", field="jobTypes")
-    tenant = Tenant.objects.create(
-        name=name, max_schedules=max_schedules, max_active_runs=max_active_runs, weight=weight
-    )
+    tenant = Tenant.objects.create(name=name, weight=weight, **quotas)
     tenant.allowed_job_types.set(allowed)
     _, secret = tenant_token_create(tenant=tenant, name=name)
     return tenant, secret

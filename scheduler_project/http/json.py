@@ -43,33 +43,35 @@ def _unique_object(pairs):
 
 def _check_structure(value, limit):
     """Reject nesting deeper than `limit` and strings the database cannot store
-    (NUL, lone surrogates). Iterative, so hostile input cannot exhaust the stack."""
-    stack = [(value, 1)]
+    (NUL, lone surrogates), naming the offending field by its dotted path. Iterative, so
+    hostile input cannot exhaust the stack."""
+    stack = [(value, 1, ())]
     while stack:
-        item, depth = stack.pop()
+        item, depth, path = stack.pop()
         if isinstance(item, str):
-            _check_text(item)
+            _check_text(item, path)
             continue
         if isinstance(item, dict):
             for key in item:
-                _check_text(key)
-            children = item.values()
+                _check_text(key, (*path, key))
+            children = [(child, (*path, key)) for key, child in item.items()]
         elif isinstance(item, list):
-            children = item
+            children = [(child, (*path, str(index))) for index, child in enumerate(item)]
         else:
             continue
         if depth > limit:
             raise InvalidRequest("malformed JSON: nested too deeply")
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1, child_path) for child, child_path in children)
 
 
-def _check_text(text: str):
-    if "\x00" in text:
-        raise InvalidRequest("strings must not contain NUL characters")
+def _check_text(text: str, path: tuple):
+    """`path` leads to `text`; its keys were checked before, so only a valid one is named."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidRequest("strings must be valid Unicode (no lone surrogates)") from None
+    if "\x00" in text:
+        raise InvalidRequest("strings must not contain NUL characters", field=".".join(path)[:200] or None)
 
 
 def _check_content_type(request):

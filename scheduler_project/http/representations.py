@@ -85,7 +85,8 @@ def run_representation(run) -> dict:
         "attempts": [attempt_representation(attempt) for attempt in attempts],
         "result": run_result_representation(run),
         "effects": [
-            {"action": intent.action, "kind": intent.kind, "state": intent.state} for intent in effects
+            {"action": intent.action, "kind": intent.kind, "state": intent.state, "reason": intent.reason or None}
+            for intent in effects
         ],
         "createdAt": instant(run.created_at),
     }

@@ -14,6 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
+from effects.egress import url_refusal
 from schedules import recurrence
 from schedules.models import MisfirePolicy, OverlapPolicy
 from schedules.specs import ScheduleSpec
@@ -79,12 +80,24 @@ class NameField(StrictCharField):
 
 
 class OneLineField(StrictCharField):
-    default_error_messages = {"multiline": "must be one line"}
+    """A header-safe line: CR, LF or NUL would let a value add mail headers of its own."""
+
+    default_error_messages = {"multiline": "must be one line without CR, LF or NUL"}
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and any(c in data for c in "\r\n\x00"):
+            self.fail("multiline")
+        return super().to_internal_value(data)
+
+
+class WebhookUrlField(StrictCharField):
+    """An http(s) URL whose host is public, unless the operator allowlisted it (effects.egress)."""
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
-        if "\n" in value:
-            self.fail("multiline")
+        refusal = url_refusal(value)
+        if refusal:
+            raise serializers.ValidationError(f"must name a public host: {refusal}")
         return value
 
 
@@ -107,7 +120,7 @@ class EmailEffectSerializer(StrictSerializer):
 
 
 class WebhookEffectSerializer(StrictSerializer):
-    url = StrictCharField(validators=[_HTTP_URL], help_text="http(s) URL")
+    url = WebhookUrlField(validators=[_HTTP_URL], help_text="http(s) URL of a public host")
 
 
 class EffectsSerializer(StrictSerializer):

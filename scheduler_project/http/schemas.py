@@ -122,6 +122,9 @@ class EffectSerializer(serializers.Serializer):
     action = serializers.CharField()
     kind = serializers.CharField()
     state = serializers.ChoiceField(choices=EFFECT_STATES)
+    reason = serializers.CharField(
+        allow_null=True, help_text="Why a failed effect was refused without a request: egress_denied, quota_exceeded"
+    )
 
 
 class RunSerializer(serializers.Serializer):

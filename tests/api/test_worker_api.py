@@ -332,7 +332,8 @@ def test_effects__appear_when_the_result_is_published(client, worker_client):
     assert client.get(f"/api/v1/runs/{run['runId']}").json()["effects"] == []
     uploaded = upload(worker_client, claimed).json()
     done = complete_success(worker_client, claimed, uploaded).json()
-    assert done["effects"] == [{"action": f"send-{run['runId']}", "kind": "email", "state": "pending"}]
+    assert done["effects"] == [{"action": f"send-{run['runId']}", "kind": "email", "state": "pending",
+                                "reason": None}]
 
 
 def test_claim__tenant_at_max_active_runs_is_passed_over(worker_client):

@@ -59,6 +59,8 @@ def effect_settings(settings, file_objects, smtp_server):
     settings.EFFECT_BACKOFF_SECONDS = 0
     settings.EFFECT_BACKOFF_MAX_SECONDS = 0
     settings.PUBLIC_BASE_URL = "http://testserver"
+    # The receiver below listens on loopback: an internal receiver the operator opened.
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     return settings
 
 

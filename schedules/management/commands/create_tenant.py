@@ -14,6 +14,8 @@ class Command(BaseCommand):
         parser.add_argument("--job-types", default=None, help="comma-separated; default: every job type")
         parser.add_argument("--max-schedules", type=int, default=1000)
         parser.add_argument("--max-active-runs", type=int, default=100)
+        parser.add_argument("--max-emails-per-day", type=int, default=1000,
+                            help="email recipients per UTC day over all the tenant's email effects")
         parser.add_argument("--weight", type=int, default=1)
 
     def handle(self, *args, **options):
@@ -26,6 +28,7 @@ class Command(BaseCommand):
                 job_types=job_types,
                 max_schedules=options["max_schedules"],
                 max_active_runs=options["max_active_runs"],
+                max_emails_per_day=options["max_emails_per_day"],
                 weight=options["weight"],
             )
         except DomainError as exc:

@@ -1,0 +1,81 @@
+"""Effect targets a tenant may save: webhooks to public hosts only (unless allowlisted),
+email subjects that cannot add headers. Each refusal is 400 on the offending field."""
+
+import pytest
+
+from tests.api.conftest import assert_error, create_schedule
+
+SCHEDULES = "/api/v1/schedules"
+URL_FIELD = "effects.webhook.url"
+
+INTERNAL_URLS = [
+    "http://169.254.169.254/latest/meta-data/",  # cloud metadata (link-local)
+    "http://127.0.0.1:5432/",
+    "http://[::1]:22/",
+    "http://:8080/",  # empty host: localhost to most clients
+    "http://localhost/hook",
+    "http://LOCALHOST./hook",
+    "http://api.localhost/hook",
+    "http://10.0.0.5/",
+    "http://172.16.3.4/",
+    "http://192.168.1.1/",
+    "http://100.64.0.1/",  # carrier-grade NAT
+    "http://0.0.0.0/",
+    "http://[::]/",
+    "http://224.0.0.1/",  # multicast
+    "http://[ff02::1]/",
+    "http://[fd00::1]/",  # unique-local
+    "http://[fe80::1]/",  # link-local
+    "http://[::ffff:127.0.0.1]/",  # IPv4-mapped loopback
+    "http://[::ffff:7f00:1]/",
+    "http://[2002:7f00:1::1]/",  # 6to4 of 127.0.0.1
+    "http://127.1/",  # shorthand forms resolvers accept
+    "http://2130706433/",
+    "http://0x7f000001/",
+    "http://example.com:99999/",  # port out of range
+    "http://example.com:0/",
+]
+
+
+def webhook_body(url):
+    return {"effects": {"webhook": {"url": url}}}
+
+
+@pytest.mark.parametrize("url", INTERNAL_URLS)
+def test_create__webhook_to_an_internal_host_is_refused(client, url):
+    response = client.post(SCHEDULES, {**_schedule_body(), **webhook_body(url)})
+    assert_error(response, 400, "invalid_request", field=URL_FIELD)
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/", "http://[::1]:22/", "http://localhost/"])
+def test_patch__webhook_to_an_internal_host_is_refused(client, schedule, url):
+    body = {"expectedRevision": schedule["revision"], **webhook_body(url)}
+    response = client.patch(f"{SCHEDULES}/{schedule['scheduleId']}", body)
+    assert_error(response, 400, "invalid_request", field=URL_FIELD)
+    assert client.get(f"{SCHEDULES}/{schedule['scheduleId']}").json()["revision"] == schedule["revision"]
+
+
+@pytest.mark.parametrize("url", ["https://hooks.example.com/report?x=1", "http://93.184.216.34:8080/hook",
+                                 "https://[2606:4700::1111]/hook"])
+def test_create__webhook_to_a_public_host_is_accepted(client, url):
+    assert create_schedule(client, **webhook_body(url))["effects"]["webhook"]["url"] == url
+
+
+def test_create__allowlisted_networks_and_names_open_internal_receivers(client, settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["10.0.0.0/8", "receiver.internal"]
+    for url in ("http://10.1.2.3:9000/hook", "http://receiver.internal/hook"):
+        create_schedule(client, name=url, **webhook_body(url))
+    response = client.post(SCHEDULES, {**_schedule_body(), **webhook_body("http://192.168.0.1/")})
+    assert_error(response, 400, "invalid_request", field=URL_FIELD)
+
+
+@pytest.mark.parametrize("subject", ["Report\r\nBcc: victim@example.com", "Report\rX", "Report\nX", "Report\x00"])
+def test_create__email_subject_with_cr_lf_or_nul_is_refused(client, subject):
+    body = {**_schedule_body(), "effects": {"email": {"to": ["sales@example.com"], "subject": subject}}}
+    assert_error(client.post(SCHEDULES, body), 400, "invalid_request", field="effects.email.subject")
+
+
+def _schedule_body():
+    from tests.api.conftest import CRON_BODY
+
+    return dict(CRON_BODY)
