@@ -28,7 +28,10 @@ def schedules_list(*, tenant: Tenant, after_id: str | None, limit: int) -> list[
 
 
 def schedule_local_next_run(schedule: Schedule) -> str | None:
+    """The next run on the rule's wall clock; null when it cannot be shown. Only the zone is
+    read, so even a row stored under older, looser rules renders."""
     if schedule.next_run_at is None:
         return None
-    return recurrence.local_rendering(recurrence.parse_rule(schedule.recurrence), schedule.next_run_at)
+    zone = schedule.recurrence.get("timezone") if isinstance(schedule.recurrence, dict) else None
+    return recurrence.render_local(zone or "UTC", schedule.next_run_at)
 

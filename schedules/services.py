@@ -2,7 +2,7 @@
 occurrences (the misfire policy for what was missed), so it is the authority's."""
 
 import zlib
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -128,10 +128,8 @@ def schedule_preview(*, rule: recurrence.Rule, after: datetime | None = None, co
     if after is None:
         after = authority_now()
     rule = rule.anchored(after)
-    if rule.kind == "after_completion":
-        instants = [after + timedelta(seconds=rule.delay_seconds)]
-    else:
-        instants = recurrence.preview(rule, after, count)
+    # after_completion: one instant, the delay after a run that would end at `after`.
+    instants = recurrence.preview(rule, after, 1 if rule.kind == "after_completion" else count)
     return [(instant, recurrence.local_rendering(rule, instant)) for instant in instants]
 
 

@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 
 from rest_framework import serializers
 
+from schedules import recurrence
+from scheduler_project.clock import instant
 from scheduler_project.errors import InvalidCron, InvalidRequest, InvalidTimezone
 from scheduler_project.http.errors import first_validation_error
 
@@ -41,21 +43,29 @@ class StrictFloatField(serializers.FloatField):
 
 
 class InstantField(serializers.DateTimeField):
-    """An ISO 8601 instant with a UTC offset or Z, as UTC; a naive time is not an instant."""
+    """An ISO 8601 instant with a UTC offset or Z, as UTC; a naive time is not an instant.
+    It must be renderable on every zone's wall clock (recurrence.EARLIEST to LATEST)."""
 
-    default_error_messages = {"invalid": "must be an ISO 8601 instant with a UTC offset or Z"}
+    default_error_messages = {
+        "invalid": "must be an ISO 8601 instant with a UTC offset or Z",
+        "out_of_range": f"must be between {instant(recurrence.EARLIEST)} and {instant(recurrence.LATEST)}",
+    }
 
     def to_internal_value(self, data):
         if not isinstance(data, str) or len(data) > 40:
             self.fail("invalid")
         try:
             parsed = datetime.fromisoformat(data.replace("Z", "+00:00").replace("z", "+00:00"))
-            instant = parsed.astimezone(timezone.utc) if parsed.utcoffset() is not None else None
-        except (ValueError, OverflowError):
-            instant = None
-        if instant is None:
+            value = parsed.astimezone(timezone.utc) if parsed.utcoffset() is not None else None
+        except ValueError:
+            value = None
+        except OverflowError:  # the offset carries it past datetime's range
+            self.fail("out_of_range")
+        if value is None:
             self.fail("invalid")
-        return instant
+        if not recurrence.renderable(value):
+            self.fail("out_of_range")
+        return value
 
 
 class StrictCharField(serializers.CharField):

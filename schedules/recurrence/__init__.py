@@ -19,6 +19,8 @@ errors in ``errors``; this package is their public surface.
 from schedules.recurrence.cron import MAX_CRON_LENGTH, normalize_cron
 from schedules.recurrence.errors import InvalidCron, InvalidRecurrence, InvalidTimezone, RecurrenceError
 from schedules.recurrence.rules import (
+    EARLIEST,
+    LATEST,
     MAX_SECONDS,
     Rule,
     first_not_before,
@@ -27,6 +29,8 @@ from schedules.recurrence.rules import (
     next_after,
     parse_rule,
     preview,
+    render_local,
+    renderable,
 )
 
 __all__ = [
@@ -41,6 +45,10 @@ __all__ = [
     "preview",
     "instants_between",
     "local_rendering",
+    "render_local",
+    "renderable",
+    "EARLIEST",
+    "LATEST",
     "normalize_cron",
     "MAX_CRON_LENGTH",
     "MAX_SECONDS",

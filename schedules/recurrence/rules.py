@@ -17,6 +17,10 @@ MAX_SECONDS = 10 * 366 * 86400
 # Zone names that are host configuration rather than IANA zones: they would mean
 # different things on different workers.
 _HOST_ZONE_NAMES = frozenset({"localtime", "posixrules"})
+# Every instant the scheduler accepts or computes can be shown on every zone's wall clock:
+# a day's margin from datetime's ends covers the widest UTC offset any zone ever had.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -134,9 +138,13 @@ def _parse_anchor(value: object) -> datetime:
     if parsed.utcoffset() is None:
         raise InvalidRecurrence("recurrence.anchor needs a UTC offset or Z", field)
     try:
-        return parsed.astimezone(UTC)
+        anchor = parsed.astimezone(UTC)
     except OverflowError:
-        raise InvalidRecurrence("recurrence.anchor is out of range", field) from None
+        anchor = None
+    if anchor is None or not renderable(anchor):
+        raise InvalidRecurrence(f"recurrence.anchor must be between {_iso_utc(EARLIEST)} and {_iso_utc(LATEST)}",
+                                field) from None
+    return anchor
 
 
 def _parse_timezone(value: object) -> str:
@@ -169,23 +177,30 @@ def _iso_utc(instant: datetime) -> str:
 # --------------------------------------------------------------------------------------
 
 
+def renderable(instant: datetime) -> bool:
+    """Whether every zone's wall clock can show ``instant`` (aware)."""
+    return EARLIEST <= instant <= LATEST
+
+
 def next_after(rule: Rule, after: datetime) -> datetime | None:
     """The earliest occurrence strictly after ``after``, as an aware UTC datetime.
 
     For ``after_completion`` ``after`` is the previous occurrence's end. Returns None
-    only when the search runs off datetime's range (within a day of year 1 or 9999).
+    only when the next occurrence would not be renderable (within a day of year 1 or 9999).
     """
     after = _as_utc(after)
     try:
         if rule.kind == "cron":
-            return next_cron(compile_cron(rule.cron), _zone(rule.timezone), after)
-        if rule.kind == "interval":
-            return _next_interval(rule.anchor, rule.every_seconds, after)
-        if rule.kind == "after_completion":
-            return after + timedelta(seconds=rule.delay_seconds)
+            found = next_cron(compile_cron(rule.cron), _zone(rule.timezone), after)
+        elif rule.kind == "interval":
+            found = _next_interval(rule.anchor, rule.every_seconds, after)
+        elif rule.kind == "after_completion":
+            found = after + timedelta(seconds=rule.delay_seconds)
+        else:
+            raise ValueError(f"unknown recurrence kind {rule.kind!r}")
     except OverflowError:
         return None
-    raise ValueError(f"unknown recurrence kind {rule.kind!r}")
+    return found if found is not None and renderable(found) else None
 
 
 def first_not_before(rule: Rule, now: datetime) -> datetime | None:
@@ -224,9 +239,19 @@ def instants_between(rule: Rule, after: datetime, until: datetime, limit: int) -
     return instants
 
 
-def local_rendering(rule: Rule, instant: datetime) -> str:
+def local_rendering(rule: Rule, instant: datetime) -> str | None:
     """ISO 8601 with the offset of the rule's zone, e.g. ``2026-11-02T09:00:00-05:00``."""
-    return _as_utc(instant).astimezone(_zone(rule.timezone)).isoformat()
+    return render_local(rule.timezone, instant)
+
+
+def render_local(zone_name: str, instant: datetime) -> str | None:
+    """``instant`` on the wall clock of ``zone_name``; None when that cannot be shown (a zone
+    this host does not know, or a wall clock beyond datetime's range). Never raises: stored
+    rows are rendered with it, and no stored row may break a listing."""
+    try:
+        return _as_utc(instant).astimezone(_zone(zone_name)).isoformat()
+    except (OverflowError, ValueError, KeyError):  # ZoneInfoNotFoundError is a KeyError
+        return None
 
 
 def _as_utc(instant: datetime) -> datetime:

@@ -23,6 +23,7 @@ from schemathesis.specs.openapi.checks import (
 
 from scheduler_project.wsgi import application
 from tests.api.conftest import CRON_BODY
+from tests.extreme_instants import instants
 from tests.factories import api_client, make_tenant, make_worker_token
 
 # positive_data_acceptance is left out: cron syntax, zone names and job-type parameter
@@ -34,6 +35,10 @@ CHECKS = [
     response_schema_conformance,
     negative_data_rejection,
 ]
+
+# Every date-time the schema names (preview's after, run-once's runAt, the interval anchor)
+# is drawn from instants near year 1 and 9999 with any offset, as well as ordinary ones.
+schemathesis.openapi.format("date-time", instants())
 
 # Generating the schema touches no database, so it is loaded at collection time.
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application).include(path_regex=r"^/api/v1/")
