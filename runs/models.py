@@ -152,6 +152,13 @@ class Run(models.Model):
             ),
             # Active-run limits count a tenant's running runs at every claim.
             models.Index(fields=["tenant"], name="run_tenant_running_idx", condition=Q(state="running")),
+            # The manual-run quota counts a tenant's unclaimed manual runs at every run once;
+            # scheduled occurrences, the 09:00 wave's rows, stay out of the index.
+            models.Index(
+                fields=["tenant"],
+                name="run_manual_outstanding_idx",
+                condition=Q(trigger="manual", state__in=["pending", "queued"]),
+            ),
             # Retention reads finished runs only; unfinished ones stay out of the index.
             models.Index(fields=["finished_at"], name="run_ended_idx", condition=Q(finished_at__isnull=False)),
         ]

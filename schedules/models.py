@@ -81,6 +81,8 @@ class Tenant(models.Model):
     max_active_runs = models.PositiveIntegerField(default=100)
     # Email recipients per UTC day over all of the tenant's email effects.
     max_emails_per_day = models.PositiveIntegerField(default=1000)
+    # Manual runs (run once) not yet claimed: pending or queued.
+    max_pending_manual_runs = models.PositiveIntegerField(default=1000)
     weight = models.PositiveIntegerField(default=1)
     allowed_job_types = models.ManyToManyField(JobType, blank=True, related_name="tenants")
     created_at = models.DateTimeField(auto_now_add=True)

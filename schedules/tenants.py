@@ -31,6 +31,7 @@ def tenant_create(
     max_schedules: int = 1000,
     max_active_runs: int = 100,
     max_emails_per_day: int = 1000,
+    max_pending_manual_runs: int = 1000,
     weight: int = 1,
 ) -> tuple[Tenant, str]:
     """A new tenant and its first tenant token's secret.
@@ -41,7 +42,7 @@ def tenant_create(
     if weight < 1:
         raise InvalidRequest("weight must be at least 1", field="weight")
     quotas = {"max_schedules": max_schedules, "max_active_runs": max_active_runs,
-              "max_emails_per_day": max_emails_per_day}
+              "max_emails_per_day": max_emails_per_day, "max_pending_manual_runs": max_pending_manual_runs}
     if min(quotas.values()) < 0:
         raise InvalidRequest("quotas must not be negative")
     if Tenant.objects.filter(name=name).exists():

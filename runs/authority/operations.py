@@ -4,7 +4,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from schedules.models import JobType, RequestKey, ScheduleRevision
+from schedules.models import JobType, RequestKey, ScheduleRevision, Tenant
 from schedules.specs import validate_params
 from schedules.locks import lock_schedule, lock_schedule_then_run
 from runs.authority.materialize import run_payload
@@ -12,7 +12,7 @@ from runs.authority.transitions import dispatch_intent, finish_run
 from runs.authority.sql import bulk_set, transition
 from scheduler_project.clock import authority_now
 from runs.models import Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
-from scheduler_project.errors import IdempotencyConflict, InvalidState
+from scheduler_project.errors import IdempotencyConflict, InvalidState, QuotaExceeded
 
 
 def run_once(
@@ -20,8 +20,13 @@ def run_once(
     idempotency_key: str | None = None, request_hash: str = "",
 ) -> tuple[Run, bool]:
     """Create one manual occurrence (`params` over the schedule's, due at `run_at` or now);
-    the same key returns the same run if `request_hash` matches the request that carried it."""
+    the same key returns the same run if `request_hash` matches the request that carried it.
+    Past the tenant's limit of unclaimed manual runs: QuotaExceeded, nothing created."""
     with transaction.atomic(durable=True):
+        # The tenant lock first (lock order): two requests cannot both see room for one more.
+        limit = Tenant.objects.select_for_update().filter(id=tenant.id).values_list(
+            "max_pending_manual_runs", flat=True
+        ).first()
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
         params = {**schedule.params, **(params or {})}
@@ -33,6 +38,7 @@ def run_once(
                 if previous.request_hash != request_hash:
                     raise IdempotencyConflict("this Idempotency-Key was used with a different request")
                 return Run.objects.get(id=previous.resource_id), False
+        _check_manual_run_quota(tenant, limit)
         now = authority_now()
         revision = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision)
         payload = run_payload({**revision.payload, "params": params}, job_type)
@@ -61,6 +67,18 @@ def run_once(
                 tenant=tenant, scope=scope, key=idempotency_key, request_hash=request_hash, resource_id=run.id
             )
         return run, True
+
+
+def _check_manual_run_quota(tenant, limit: int) -> None:
+    """The tenant (locked) may hold at most `limit` manual runs not yet claimed."""
+    outstanding = Run.objects.filter(
+        tenant=tenant, trigger=Trigger.MANUAL, state__in=(RunState.PENDING, RunState.QUEUED)
+    )
+    if outstanding[:limit].count() >= limit:  # counts no further than the limit
+        raise QuotaExceeded(
+            f"tenant has {limit} manual runs waiting to be claimed; its quota is {limit}",
+            details={"quota": "maxPendingManualRuns", "limit": limit},
+        )
 
 
 def run_cancel(*, tenant, run_id: str) -> Run:

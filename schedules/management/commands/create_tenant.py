@@ -16,6 +16,8 @@ class Command(BaseCommand):
         parser.add_argument("--max-active-runs", type=int, default=100)
         parser.add_argument("--max-emails-per-day", type=int, default=1000,
                             help="email recipients per UTC day over all the tenant's email effects")
+        parser.add_argument("--max-pending-manual-runs", type=int, default=1000,
+                            help="manual runs (run once) waiting to be claimed: pending or queued")
         parser.add_argument("--weight", type=int, default=1)
 
     def handle(self, *args, **options):
@@ -29,6 +31,7 @@ class Command(BaseCommand):
                 max_schedules=options["max_schedules"],
                 max_active_runs=options["max_active_runs"],
                 max_emails_per_day=options["max_emails_per_day"],
+                max_pending_manual_runs=options["max_pending_manual_runs"],
                 weight=options["weight"],
             )
         except DomainError as exc:
