@@ -199,7 +199,21 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "scheduler_project.http.errors.api_exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["scheduler_project.http.throttling.TokenRateThrottle"],
 }
+# Per-token request rate (tenant and worker tokens alike): a burst, refilled at a steady rate.
+# 0 requests per second turns the limit off.
+API_RATE_LIMIT_PER_SECOND = float(os.environ.get("API_RATE_LIMIT_PER_SECOND", 100))
+API_RATE_LIMIT_BURST = env_int("API_RATE_LIMIT_BURST", 200)
+# The rate limit's state: shared by every process through Redis when there is one.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduler API",
     "DESCRIPTION": (

@@ -31,7 +31,7 @@ _DRF_CODES = {
     drf.MethodNotAllowed: (405, "method_not_allowed"),
     drf.NotAcceptable: (406, "not_acceptable"),
     drf.UnsupportedMediaType: (415, "unsupported_media_type"),
-    drf.Throttled: (429, "throttled"),
+    drf.Throttled: (429, "rate_limited"),
 }
 
 

@@ -46,6 +46,7 @@ class ErrorBodySerializer(serializers.Serializer):
 
 
 def error_responses(*statuses: int) -> dict:
+    """The error answers of an operation; every authenticated one (401) may also be rate-limited (429)."""
     descriptions = {
         400: "invalid_request, invalid_cron or invalid_timezone",
         401: "unauthenticated: missing or bad token",
@@ -53,8 +54,10 @@ def error_responses(*statuses: int) -> dict:
         404: "not_found",
         405: "method_not_allowed",
         409: "idempotency_conflict, revision_conflict, invalid_state or stale_fence",
-        429: "quota_exceeded",
+        429: "rate_limited (Retry-After says when to retry) or quota_exceeded",
     }
+    if 401 in statuses and 429 not in statuses:
+        statuses = (*statuses, 429)
     return {status: OpenApiResponse(ErrorBodySerializer, description=descriptions[status]) for status in statuses}
 
 

@@ -52,6 +52,7 @@ def test_schema__error_bodies_are_described(schema):
         responses = schema["paths"][path][method]["responses"]
         error_statuses = [status for status in responses if status.startswith("4")]
         assert "401" in error_statuses and "403" in error_statuses, (path, method)
+        assert "429" in error_statuses, (path, method)  # every token is rate-limited
         for status in error_statuses:
             ref = responses[status]["content"]["application/json"]["schema"]["$ref"]
             assert ref == "#/components/schemas/ErrorBody", (path, method, status)
