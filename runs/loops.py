@@ -35,10 +35,12 @@ class Stopper:
 
 
 def scan_pass(*, buckets=None, batch_size=None) -> authority.MaterializeStats:
-    """Materialize everything due now, batch after batch, then release due pending runs."""
+    """One scan cycle: materialize everything due now, batch after batch (a run_all backlog
+    releases its per-cycle share only), then release due pending runs."""
     total = authority.MaterializeStats()
+    cycle = authority.ScanCycle()
     while True:
-        stats = authority.materialize_due(batch_size=batch_size, buckets=buckets)
+        stats = authority.materialize_due(batch_size=batch_size, buckets=buckets, cycle=cycle)
         total.add(stats)
         if stats.schedules == 0:
             break

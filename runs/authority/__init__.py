@@ -8,7 +8,7 @@ database after lock waits. Every statement of the hot path is in runs/authority/
 
 from runs.authority.claims import claim, claim_many
 from runs.authority.completion import complete, result_key, stage_result
-from runs.authority.materialize import MaterializeStats, materialize_due
+from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once
 from runs.authority.ownership import heartbeat, heartbeat_many
 from runs.authority.resume import schedule_resume
@@ -16,6 +16,7 @@ from runs.authority.sweep import sweep_expired_leases
 
 __all__ = [
     "MaterializeStats",
+    "ScanCycle",
     "claim",
     "claim_many",
     "complete",

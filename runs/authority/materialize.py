@@ -2,7 +2,7 @@
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
@@ -53,23 +53,36 @@ class DueSchedule:
             )
 
 
-def materialize_due(*, batch_size: int | None = None, buckets=None) -> MaterializeStats:
+@dataclass
+class ScanCycle:
+    """One scan cycle (runs.loops.scan_pass). A run_all schedule that released its share of
+    a backlog (RUN_ALL_PER_CYCLE) stays due, and is left alone for the rest of the cycle."""
+
+    held: set[str] = field(default_factory=set)
+
+
+def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanCycle | None = None) -> MaterializeStats:
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
-    occurrences and dispatch intents, advance next_run_at. Any number of scanners may run."""
+    occurrences and dispatch intents, advance next_run_at. Any number of scanners may run.
+    Without a `cycle`, this call is a scan cycle of its own."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
     with transaction.atomic(durable=True):
-        schedules = _lock_due(authority_now(), batch_size, buckets)
+        schedules = _lock_due(authority_now(), batch_size, buckets, held=cycle.held if cycle else ())
         if not schedules:
             return MaterializeStats()
         now = authority_now()
         stats = _materialize(schedules, now)
+    if cycle is not None:
+        # Still due after materializing: only a run_all backlog beyond this cycle's share.
+        cycle.held.update(s.id for s in schedules if s.next_run_at is not None and s.next_run_at <= now)
     metrics.MATERIALIZED.inc(stats.queued + stats.pending)
     failpoint("after_materialize_commit")
     return stats
 
 
-def _lock_due(now, batch_size: int, buckets) -> list[DueSchedule]:
-    """Lock up to ``batch_size`` schedules due at ``now`` in ``buckets`` (default: all).
+def _lock_due(now, batch_size: int, buckets, *, held=()) -> list[DueSchedule]:
+    """Lock up to ``batch_size`` schedules due at ``now`` in ``buckets`` (default: all),
+    except the ``held`` ones.
 
     Buckets are visited from a random offset: concurrent scanners start apart instead of
     skipping each other's locked rows.
@@ -79,7 +92,7 @@ def _lock_due(now, batch_size: int, buckets) -> list[DueSchedule]:
     buckets = list(dict.fromkeys(range(settings.DUE_BUCKETS) if buckets is None else buckets))
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
-    rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size)
+    rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size, exclude=list(held))
     recurrences: dict[str, dict] = {}
     return [DueSchedule(row, recurrences) for row in rows]
 

@@ -37,9 +37,10 @@ def transition(obj, expected: dict, **changes) -> None:
         setattr(obj, name, value)
 
 
-def lock_due_schedules(fields, buckets: list[int], now, limit: int) -> list[tuple]:
+def lock_due_schedules(fields, buckets: list[int], now, limit: int, exclude: list[str] = ()) -> list[tuple]:
     """Lock up to ``limit`` unpaused, undeleted schedules due at ``now`` in ``buckets``,
-    skipping locked ones; rows of ``fields`` (JSON fields as text on PostgreSQL).
+    skipping locked ones and the ids in ``exclude``; rows of ``fields`` (JSON fields as
+    text on PostgreSQL).
 
     The due index is (bucket, next_run_at, id). On PostgreSQL a LATERAL join reads each
     bucket in index order under its own LIMIT, so a batch costs what it returns, never a
@@ -47,17 +48,18 @@ def lock_due_schedules(fields, buckets: list[int], now, limit: int) -> list[tupl
     """
     if connection.vendor != "postgresql":
         due = Schedule.objects.filter(next_run_at__lte=now, bucket__in=buckets, paused=False, deleted_at__isnull=True)
-        return list(due.order_by("next_run_at").values_list(*fields)[:limit])
+        return list(due.exclude(id__in=exclude).order_by("next_run_at").values_list(*fields)[:limit])
     columns = ", ".join(f'due."{Schedule._meta.get_field(name).column}"' for name in fields)
     sql = (
         f"SELECT {columns} FROM unnest(%s::smallint[]) AS b(bucket) CROSS JOIN LATERAL ("
         f"  SELECT * FROM {Schedule._meta.db_table} AS s"
         f"  WHERE s.bucket = b.bucket AND s.next_run_at <= %s AND NOT s.paused AND s.deleted_at IS NULL"
+        f"  AND s.id <> ALL(%s::text[])"
         f"  ORDER BY s.next_run_at, s.id LIMIT %s FOR UPDATE SKIP LOCKED"
         f") AS due LIMIT %s"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [buckets, now, limit, limit])
+        cursor.execute(sql, [buckets, now, list(exclude), limit, limit])
         return cursor.fetchall()
 
 

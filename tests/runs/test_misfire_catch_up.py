@@ -2,8 +2,10 @@
 and accounts for every missed instant in history (nothing silently dropped)."""
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from runs import authority
 from runs.catch_up import RUN_ALL_PER_CYCLE, SKIPPED_RECORDS_CAP
@@ -12,6 +14,7 @@ from runs.models import Run, RunState, SkipReason
 from schedules import recurrence
 from schedules.models import Schedule
 from tests.authority_steps import create_schedule
+from tests.factories import api_client
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 
@@ -120,3 +123,22 @@ def test_two_day_outage__run_all__at_most_100_per_cycle_until_every_instant_ran(
     assert [r.scheduled_at for r in runs] == instants
     assert {r.state for r in runs} == {RunState.QUEUED}
 
+
+
+def test_run_all__one_scan_cycle_releases_at_most_100_of_a_backlog(tenant):
+    """A 1-second rule 1,000 s behind: `scan --once` releases 100 occurrences, the next
+    cycle 100 more; the backlog stays due meanwhile, nothing is skipped."""
+    schedule = create_schedule(tenant, misfirePolicy="run_all", overlapPolicy="allow")
+    Schedule.objects.filter(id=schedule.id).update(
+        recurrence={"kind": "interval", "everySeconds": 1, "anchor": "2026-01-01T00:00:00Z", "timezone": "UTC"}
+    )
+    behind = authority_now().replace(microsecond=0) - timedelta(seconds=1000)
+    Schedule.objects.filter(id=schedule.id).update(next_run_at=behind)
+
+    call_command("scan", "--once", stdout=StringIO())
+    assert Run.objects.filter(schedule=schedule).count() == RUN_ALL_PER_CYCLE
+    schedule.refresh_from_db()
+    assert schedule.next_run_at == behind + timedelta(seconds=RUN_ALL_PER_CYCLE)
+    call_command("scan", "--once", stdout=StringIO())
+    runs = api_client(tenant).get(f"/api/v1/schedules/{schedule.id}/runs", {"limit": 200}).json()["results"]
+    assert len(runs) == 2 * RUN_ALL_PER_CYCLE and {r["state"] for r in runs} == {"queued"}
