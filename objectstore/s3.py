@@ -8,6 +8,7 @@ import hashlib
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from django.utils.http import content_disposition_header
 
 from objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
 
@@ -95,11 +96,16 @@ class S3ObjectStore:
                 raise
 
     def download_url(self, key: str, version_id: str, expires_in: int, base_url: str) -> str:
-        return self.presign_client.generate_presigned_url(
-            "get_object",
-            Params={"Bucket": self.bucket, "Key": self._s3_key(key), "VersionId": version_id},
-            ExpiresIn=expires_in,
-        )
+        # S3 cannot send nosniff or a CSP: the link itself makes the answer a download of an
+        # opaque type, whatever type the worker stored (the run's result names it).
+        params = {
+            "Bucket": self.bucket,
+            "Key": self._s3_key(key),
+            "VersionId": version_id,
+            "ResponseContentDisposition": content_disposition_header(True, key.rsplit("/", 1)[-1]),
+            "ResponseContentType": "application/octet-stream",
+        }
+        return self.presign_client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_in)
 
     def _s3_key(self, key: str) -> str:
         return self.prefix + check_key(key)

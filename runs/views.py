@@ -1,5 +1,6 @@
 """Tenant API: one run (read from the authority), cancel, and its result's download URL."""
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
@@ -68,11 +69,8 @@ class RunResultView(TenantAPIView):
         responses={200: schemas.ResultUrlSerializer, **error_responses(401, 403, 404, 409)},
     )
     def get(self, request, run_id):
-        download = result_download(
-            tenant=request.tenant,
-            run_id=lookup_id(run_id),
-            base_url=request.build_absolute_uri("/").rstrip("/"),
-        )
+        # Links are built from the configured public URL, never from the request's Host header.
+        download = result_download(tenant=request.tenant, run_id=lookup_id(run_id), base_url=settings.PUBLIC_BASE_URL)
         return Response(
             {
                 "url": download["url"],

@@ -6,6 +6,7 @@ database-backed dispatch and no broker.
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 
@@ -30,7 +31,15 @@ def env_list(name, default=""):
 
 SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
 DEBUG = env_bool("DEBUG", False)
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "*")
+# Absolute base of every link the scheduler hands out (result URLs, emails, webhooks); links
+# never use a request's Host header. When it is set, only its host is served by default.
+PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+if "PUBLIC_BASE_URL" in os.environ:
+    _public_host = urlsplit(PUBLIC_BASE_URL).hostname or ""
+    _default_hosts = f"[{_public_host}]" if ":" in _public_host else _public_host
+else:
+    _default_hosts = "*"  # development: nothing builds a link from the Host header anyway
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", _default_hosts)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
@@ -167,8 +176,6 @@ EFFECT_ATTACH_MAX_BYTES = env_int("EFFECT_ATTACH_MAX_BYTES", 5 * 1024 * 1024)
 # Emailed / posted result links stay valid (and pin the object against cleanup) this long.
 EFFECT_LINK_TTL_SECONDS = env_int("EFFECT_LINK_TTL_SECONDS", 3 * 86400)
 EFFECT_MESSAGE_ID_DOMAIN = os.environ.get("EFFECT_MESSAGE_ID_DOMAIN", "scheduler.invalid")
-# Absolute base of links the scheduler hands out outside a request (emails, webhooks).
-PUBLIC_BASE_URL = os.environ.get("PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 # Webhooks reach public addresses only; these CIDRs or host names open internal receivers.
 WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS")
 

@@ -30,7 +30,12 @@ def object_download(request, token: str):
         return _error(NotFound("object not found"))
 
     # Without an explicit filename Django would advertise the on-disk name ("result.object").
-    response = FileResponse(f, content_type=stored.content_type, filename=key.rsplit("/", 1)[-1])
+    response = FileResponse(f, content_type=stored.content_type, as_attachment=True,
+                            filename=key.rsplit("/", 1)[-1])
+    # A worker chose the type and the bytes: whatever they are (an HTML page, a script), the
+    # browser saves them, never renders or runs them on the API's origin.
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox"
     response["ETag"] = f'"{stored.version_id}"'
     response["X-Checksum-Sha256"] = stored.version_id
     response["Cache-Control"] = "private, no-transform"

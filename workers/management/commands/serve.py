@@ -99,6 +99,16 @@ class Children:
             child.poll()  # reap the leader, or its zombie keeps the group alive
         return [name for name, child in self.running.items() if _signal_group(child.pid, 0)]
 
+def _public_address(host: str, port: int) -> dict[str, str]:
+    """Unless configured, links point at this server and it answers to its own name and the
+    loopback names (settings would otherwise serve only the link's host)."""
+    if "PUBLIC_BASE_URL" in os.environ:
+        return {}
+    shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+    shown = f"[{shown}]" if ":" in shown else shown
+    hosts = os.environ.get("ALLOWED_HOSTS") or ",".join(dict.fromkeys([shown, "127.0.0.1", "localhost", "[::1]"]))
+    return {"PUBLIC_BASE_URL": f"http://{shown}:{port}", "ALLOWED_HOSTS": hosts}
+
 
 class Command(BaseCommand):
     help = "Run API, admin, scanner, sweeper and workers (embedded pool, or relay + Celery with REDIS_URL)."
@@ -111,7 +121,7 @@ class Command(BaseCommand):
         metrics_dir = settings.VAR_DIR / "metrics"
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **_public_address(host, port)}
         if settings.REDIS_URL:
             call_command("install_housekeeping")
         children = Children(service_commands(host=host, port=port, redis=bool(settings.REDIS_URL)), env)
