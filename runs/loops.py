@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
 from runs import authority
+from scheduler_project.startup import require_secret_key
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class LoopCommand(BaseCommand):
         raise NotImplementedError
 
     def handle(self, *args, once, interval, **options):
+        require_secret_key()
         log = logging.getLogger(f"scheduler.{self.name}")
 
         def step():

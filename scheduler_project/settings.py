@@ -29,7 +29,6 @@ def env_list(name, default=""):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-secret-key-change-me")
 DEBUG = env_bool("DEBUG", False)
 # Absolute base of every link the scheduler hands out (result URLs, emails, webhooks); links
 # never use a request's Host header. When it is set, only its host is served by default.
@@ -111,6 +110,19 @@ else:
         env_int("DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 10) * 1000
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+EMBEDDED_DATABASE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+
+# --- Signing key --------------------------------------------------------------------------
+# Signs result links and cursors: with a known key anyone could mint download tokens. With
+# DEBUG off, web, workers and loops refuse to start without one (scheduler_project.startup).
+# The embedded `make run` (manage.py serve) generates one into var/ once; every process of
+# that embedded installation reads it from there.
+EMBEDDED_SECRET_KEY_FILE = VAR_DIR / "secret-key"
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY and EMBEDDED_DATABASE and EMBEDDED_SECRET_KEY_FILE.exists():
+    SECRET_KEY = EMBEDDED_SECRET_KEY_FILE.read_text().strip()
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = "dev-only-insecure-secret-key"
 
 # --- Time -------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

@@ -4,3 +4,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 application = get_wsgi_application()
+
+from scheduler_project.startup import require_secret_key  # noqa: E402 - needs the settings above
+
+require_secret_key()

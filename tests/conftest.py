@@ -1,5 +1,14 @@
+import os
+import secrets
+
 import pytest
+from django.conf import settings as django_settings
 from hypothesis import settings as hypothesis_settings
+
+# Web, workers and loops refuse to start without a signing key. The suite has one of its own,
+# in this process and, through the environment, in every process a test starts (e2e, chaos).
+os.environ.setdefault("SECRET_KEY", "test-only-" + secrets.token_urlsafe(32))
+django_settings.SECRET_KEY = os.environ["SECRET_KEY"]
 
 hypothesis_settings.register_profile("ci", deadline=None, print_blob=True)
 hypothesis_settings.load_profile("ci")

@@ -24,7 +24,9 @@ def http_json(url, token=None, method="GET", body=None):
 
 
 def test_embedded_mode__serve_runs_the_demo_schedule_and_serves_its_result(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "OBJECT_STORE_URL"}}
+    # Nothing configured, as after a fresh clone: no database, broker, store or signing key.
+    unset = {"DATABASE_URL", "REDIS_URL", "OBJECT_STORE_URL", "SECRET_KEY", "PUBLIC_BASE_URL", "ALLOWED_HOSTS"}
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env |= {"SCHEDULER_VAR_DIR": str(tmp_path / "var"), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -57,6 +59,8 @@ def test_embedded_mode__serve_runs_the_demo_schedule_and_serves_its_result(tmp_p
         assert "scheduler_due_to_start_seconds_count" in metrics
         with urllib.request.urlopen(f"{base}/admin/login/", timeout=10) as response:
             assert response.status == 200
+        # serve generated the installation's signing key once; its children signed and checked with it.
+        assert len((tmp_path / "var" / "secret-key").read_text().strip()) >= 50
     finally:
         processes.stop_all()
         print(processes.log("serve")[-3000:])

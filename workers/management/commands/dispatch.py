@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.loops import Stopper
+from scheduler_project.startup import require_secret_key
 from workers.dispatch import EmbeddedDispatcher
 
 
@@ -22,6 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--poll-interval", type=float, default=0.2)
 
     def handle(self, *args, pools, poll_interval, **options):
+        require_secret_key()
         try:
             pools = parse_pools(pools)
         except ValueError:
