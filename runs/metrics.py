@@ -5,15 +5,19 @@ docker-compose), /metrics aggregates every process on the host. Gauges that desc
 backlog are read from the database at scrape time, so they are right whoever asks.
 """
 
+import hmac
 import os
 
+from django.conf import settings
 from django.db.models import Count, Min
-from django.http import HttpResponse
+from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from scheduler_project.errors import Unauthenticated
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600)
 
@@ -74,6 +78,11 @@ class BacklogCollector:
 
 
 def metrics_view(request):
+    """The scrape endpoint; with METRICS_TOKEN set, only for `Authorization: Bearer <token>`."""
+    if settings.METRICS_TOKEN and not _bearer_matches(request, settings.METRICS_TOKEN):
+        refused = Unauthenticated("/metrics requires Authorization: Bearer <METRICS_TOKEN>")
+        body = {"error": {"code": refused.code, "message": refused.message, "details": {}}}
+        return JsonResponse(body, status=refused.status, headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
@@ -83,6 +92,12 @@ def metrics_view(request):
     backlog.register(BacklogCollector())
     output += generate_latest(backlog)
     return HttpResponse(output, content_type=CONTENT_TYPE_LATEST)
+
+
+def _bearer_matches(request, token: str) -> bool:
+    scheme, _, presented = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    # Compared in constant time: the token must not leak through response timing.
+    return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
 
 
 class counting_stale:

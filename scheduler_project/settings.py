@@ -209,6 +209,8 @@ SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 1000)
 FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)
 
 # --- API --------------------------------------------------------------------------------
+# Set: /metrics answers only requests carrying `Authorization: Bearer <METRICS_TOKEN>`.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],

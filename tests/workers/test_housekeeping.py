@@ -50,3 +50,23 @@ def test_metrics__exposes_lateness_histograms_and_backlog_gauges(tenant):
     assert 'scheduler_runs{resource_class="short",state="queued"} 1.0' in text
     assert 'scheduler_runs{resource_class="short",state="running"} 1.0' in text
     assert 'scheduler_oldest_admitted_due_seconds{resource_class="short"}' in text
+
+
+@pytest.mark.parametrize("header, status", [
+    (None, 401), ("Bearer wrong-token", 401), ("Basic c2NyYXBlOnRva2Vu", 401), ("Bearer scrape-token", 200),
+    ("bearer scrape-token", 200),
+])
+def test_metrics__with_metrics_token_set_requires_it_as_bearer(db, settings, header, status):
+    settings.METRICS_TOKEN = "scrape-token"
+    response = Client().get("/metrics", **({"HTTP_AUTHORIZATION": header} if header else {}))
+    assert response.status_code == status
+    if status == 401:
+        assert response.json()["error"]["code"] == "unauthenticated"
+        assert response["WWW-Authenticate"].startswith("Bearer")
+    else:
+        assert b"scheduler_oldest_admitted_due_seconds" in response.content
+
+
+def test_metrics__without_metrics_token_is_open(db, settings):
+    settings.METRICS_TOKEN = ""
+    assert Client().get("/metrics").status_code == 200
