@@ -91,6 +91,7 @@ def test_create_tenant_command__prints_working_token_and_applies_defaults(db):
     assert set(printed) == {"tenantId", "token"}
     tenant = Tenant.objects.get(pk=printed["tenantId"])
     assert (tenant.max_schedules, tenant.max_active_runs, tenant.weight) == (1000, 100, 1)
+    assert (tenant.max_emails_per_day, tenant.max_pending_manual_runs) == (1000, 1000)
     assert {"report.sales", "demo.sleep"} <= set(tenant.allowed_job_types.values_list("name", flat=True))
     assert api_client(printed["token"]).get(TENANT_ENDPOINT).status_code == 200
     # Only the hash is stored.
@@ -110,10 +111,15 @@ def test_create_tenant_command__options(db):
         "3",
         "--weight",
         "5",
+        "--max-emails-per-day",
+        "11",
+        "--max-pending-manual-runs",
+        "13",
         stdout=out,
     )
     tenant = Tenant.objects.get(pk=_last_json_line(out.getvalue())["tenantId"])
     assert (tenant.max_schedules, tenant.max_active_runs, tenant.weight) == (7, 3, 5)
+    assert (tenant.max_emails_per_day, tenant.max_pending_manual_runs) == (11, 13)
     assert list(tenant.allowed_job_types.values_list("name", flat=True)) == ["demo.sleep"]
 
 

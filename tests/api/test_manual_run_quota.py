@@ -1,28 +1,13 @@
 """Outstanding manual runs (pending or queued) are limited per tenant: past the limit a run
 once is 429 quota_exceeded and nothing is created."""
 
-import json
-from io import StringIO
-
-from django.core.management import call_command
-
 from runs.models import Run
-from schedules.models import Tenant
+from schedules.models import Schedule
 from tests.api.conftest import assert_error, claim, create_schedule, run_once
 from tests.authority_steps import materialize_one
-from schedules.models import Schedule
 from tests.factories import api_client, make_tenant
 
 FUTURE = {"runAt": "2999-01-01T00:00:00Z"}
-
-
-def test_create_tenant__sets_the_manual_run_limit(db):
-    out = StringIO()
-    call_command("create_tenant", "limited", "--max-pending-manual-runs", "7", stdout=out)
-    tenant_id = json.loads(out.getvalue().splitlines()[-1])["tenantId"]
-    assert Tenant.objects.get(id=tenant_id).max_pending_manual_runs == 7
-    call_command("create_tenant", "default", stdout=out)
-    assert Tenant.objects.get(name="default").max_pending_manual_runs == 1000
 
 
 def test_run_once__past_the_limit_is_429_and_creates_nothing(db):

@@ -1,16 +1,11 @@
 """The per-tenant cap on email recipients per UTC day: past it, an email effect fails with
 reason quota_exceeded and nothing is sent."""
 
-import json
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 
 from effects.delivery import effects_pass
 from effects.models import EffectDelivery, EffectIntent, EmailUsage
 from effects.quota import email_recipients_take
-from schedules.models import Tenant
 from scheduler_project.clock import authority_now
 from tests.authority_steps import succeeded_run
 from tests.effects.helpers import read_mailbox
@@ -19,15 +14,6 @@ from tests.factories import api_client, make_tenant
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TWO = ["a@example.com", "b@example.com"]
-
-
-def test_create_tenant__sets_the_daily_email_cap():
-    out = StringIO()
-    call_command("create_tenant", "mailer", "--max-emails-per-day", "3", stdout=out)
-    tenant_id = json.loads(out.getvalue().splitlines()[-1])["tenantId"]
-    assert Tenant.objects.get(id=tenant_id).max_emails_per_day == 3
-    call_command("create_tenant", "default-mailer", stdout=out)
-    assert Tenant.objects.get(name="default-mailer").max_emails_per_day == 1000
 
 
 def test_email__over_the_daily_cap_fails_with_quota_exceeded_and_sends_nothing(mailbox):
