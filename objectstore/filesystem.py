@@ -66,6 +66,13 @@ class FilesystemObjectStore:
         with f:
             return f.read()
 
+    def current(self, key: str) -> StoredVersion:
+        try:
+            with open(self._path(key), "rb") as f:
+                return _read_header(key, f)
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectMissing(key) from None
+
     def open_version(self, key: str, version_id: str) -> tuple[StoredVersion, BinaryIO]:
         """Open exactly this version, positioned at its first data byte (for streaming)."""
         path = self._path(key)

@@ -78,6 +78,13 @@ class S3ObjectStore:
             raise _missing_or_raise(exc, key, version_id) from None
         return _stored_version(key, version_id, response)
 
+    def current(self, key: str) -> StoredVersion:
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=self._s3_key(key))
+        except ClientError as exc:
+            raise _missing_or_raise(exc, key, "current") from None
+        return _stored_version(key, response["VersionId"], response)
+
     def get(self, key: str, version_id: str) -> bytes:
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self._s3_key(key), VersionId=version_id)

@@ -27,7 +27,7 @@ from runs.models import (
 from schedules.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
-from objectstore import ObjectExists, get_object_store
+from objectstore import ObjectExists, StoredVersion, get_object_store
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,8 @@ def result_key(run_id: str, attempt_id: str) -> str:
 
 def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str) -> StoredObject:
     """Register the upload (staged) before it begins, upload outside any transaction, then
-    record the version. Repeating the same bytes returns the same object."""
+    record the version. Repeating the same bytes returns the same object, also when the
+    version of an earlier try was written but never recorded."""
     key = result_key(run_id, attempt_id)
     with metrics.counting_stale("stage"), transaction.atomic(durable=True):
         run = Run.objects.select_for_update().filter(id=run_id).first()
@@ -58,10 +59,7 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
     if existing.version_id:
         return _same_upload(existing, data)
     try:
-        stored = get_object_store().put_new(key, data, content_type)
-    except ObjectExists:
-        metrics.PUBLICATION_FAILURES.labels("upload").inc()
-        raise InvalidState("this attempt already uploaded a different result")
+        stored = _upload(key, data, content_type)
     except Exception:
         metrics.PUBLICATION_FAILURES.labels("upload").inc()
         raise
@@ -85,6 +83,19 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
     for name, value in recorded.items():
         setattr(existing, name, value)
     return existing
+
+
+def _upload(key: str, data: bytes, content_type: str) -> StoredVersion:
+    """Write a new object; if an earlier try already wrote this key but its version never
+    got recorded (the database failed in between), the same bytes adopt that version."""
+    store = get_object_store()
+    try:
+        return store.put_new(key, data, content_type)
+    except ObjectExists:
+        written = store.current(key)
+        if written.checksum != "sha256:" + hashlib.sha256(data).hexdigest():
+            raise InvalidState("this attempt already uploaded a different result") from None
+        return written
 
 
 def _same_upload(existing: StoredObject, data: bytes) -> StoredObject:

@@ -26,8 +26,10 @@ def store(request):
 
 
 @pytest.fixture
-def served_file_store(file_store, settings):
-    """The file store that the download view serves, reachable through workers.urls."""
+def served_file_store(file_store, settings, db):
+    """The file store that the download view serves, reachable through workers.urls. A
+    request through Django ends by checking the database connection (request_finished),
+    so these tests may touch it whatever ran before them."""
     settings.OBJECT_STORE_URL = f"file://{file_store.root}"
     settings.ROOT_URLCONF = "workers.urls"
     return file_store

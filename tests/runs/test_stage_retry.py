@@ -1,0 +1,64 @@
+"""Staging survives a database failure between the upload and its record: the retry with the
+same bytes adopts the version already written; different bytes are refused (objects are
+immutable). Against the file store and a real S3 server (moto_server)."""
+
+import uuid
+
+import pytest
+
+from objectstore import get_object_store
+from runs import authority
+from runs.authority.completion import result_key
+from runs.models import ObjectState, StoredObject
+from scheduler_project.errors import InvalidState
+from tests.authority_steps import create_schedule, start_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(params=["file", "s3"])
+def object_store(request, settings, tmp_path):
+    if request.param == "file":
+        settings.OBJECT_STORE_URL = f"file://{tmp_path}/objects"
+    else:
+        settings.OBJECT_STORE_URL = f"s3://stage-{uuid.uuid4().hex[:12]}/results"
+        settings.S3_ENDPOINT_URL = request.getfixturevalue("moto_server")
+    get_object_store.cache_clear()
+    get_object_store().ensure_ready()
+    yield get_object_store()
+    get_object_store.cache_clear()
+
+
+def upload_then_lose_the_database(run, data: bytes):
+    """The state a database failure leaves after the upload: the object is written, its
+    registry row staged with no version."""
+    key = result_key(run.id, run.current_attempt_id)
+    obj = authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                                 data=data, content_type="text/csv")
+    StoredObject.objects.filter(id=obj.id).update(version_id=None, checksum=None, size=None, uploaded_at=None)
+    return key, obj.version_id
+
+
+def test_stage__retry_with_the_same_bytes__adopts_the_written_version(tenant, object_store):
+    run = start_run(create_schedule(tenant))
+    key, written = upload_then_lose_the_database(run, b"region,total\nus,42\n")
+
+    obj = authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                                 data=b"region,total\nus,42\n", content_type="text/csv")
+
+    assert obj.key == key and obj.version_id == written and obj.state == ObjectState.STAGED
+    stored = StoredObject.objects.get(id=obj.id)
+    assert stored.version_id == written and stored.checksum == object_store.current(key).checksum
+    run = authority.complete(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence, outcome="succeeded",
+                             object_key=obj.key, version_id=obj.version_id, checksum=obj.checksum)
+    assert run.result_version_id == written
+
+
+def test_stage__retry_with_other_bytes__refused_and_nothing_recorded(tenant, object_store):
+    run = start_run(create_schedule(tenant))
+    key, _ = upload_then_lose_the_database(run, b"first")
+
+    with pytest.raises(InvalidState, match="different result"):
+        authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                               data=b"second", content_type="text/csv")
+    assert StoredObject.objects.get(key=key).version_id is None
