@@ -6,10 +6,11 @@ import random
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models.functions import Now
 
 from effects.models import EffectIntent, EffectKind
 from runs.authority.ownership import current_attempt, require_current
-from runs.authority.sql import transition
+from runs.authority.sql import register_upload, transition
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics
@@ -44,18 +45,7 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
     record the version. Repeating the same bytes returns the same object, also when the
     version of an earlier try was written but never recorded."""
     key = result_key(run_id, attempt_id)
-    with metrics.counting_stale("stage"), transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().filter(id=run_id).first()
-        if run is None:
-            raise NotFound("no such run")
-        now = authority_now()
-        current_attempt(run, attempt_id, fence, now)
-        existing = StoredObject.objects.filter(key=key).first()
-        if existing is None:
-            existing = StoredObject.objects.create(
-                key=key, run=run, attempt_id=attempt_id, fence=fence, created_at=now,
-                content_type=content_type[:200],
-            )
+    existing = _register(key, run_id, attempt_id, fence, content_type[:200])
     if existing.version_id:
         return _same_upload(existing, data)
     try:
@@ -68,10 +58,9 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
         "checksum": stored.checksum,
         "size": stored.size,
         "content_type": stored.content_type,
-        "uploaded_at": authority_now(),
     }
     updated = StoredObject.objects.filter(id=existing.id, state=ObjectState.STAGED, version_id__isnull=True).update(
-        **recorded
+        **recorded, uploaded_at=Now()
     )
     if not updated:
         # Cleanup took the row while we uploaded: this version can never be published.
@@ -83,6 +72,28 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
     for name, value in recorded.items():
         setattr(existing, name, value)
     return existing
+
+
+def _register(key: str, run_id: str, attempt_id: str, fence: int, content_type: str) -> StoredObject:
+    """The staged registry row of this attempt's upload, created if new; NotFound or
+    StaleFence when the attempt may not upload."""
+    registered = register_upload(key, run_id, attempt_id, fence, content_type)
+    if registered is not None:  # the common case, one statement
+        object_id, created_at = registered
+        return StoredObject(id=object_id, key=key, run_id=run_id, attempt_id=attempt_id, fence=fence,
+                            state=ObjectState.STAGED, content_type=content_type, created_at=created_at)
+    with metrics.counting_stale("stage"), transaction.atomic(durable=True):
+        run = Run.objects.select_for_update().filter(id=run_id).first()
+        if run is None:
+            raise NotFound("no such run")
+        now = authority_now()
+        current_attempt(run, attempt_id, fence, now)
+        existing = StoredObject.objects.filter(key=key).first()
+        if existing is None:
+            existing = StoredObject.objects.create(
+                key=key, run=run, attempt_id=attempt_id, fence=fence, created_at=now, content_type=content_type,
+            )
+        return existing
 
 
 def _upload(key: str, data: bytes, content_type: str) -> StoredVersion:

@@ -13,7 +13,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from runs.models import Attempt, Run, RunState
+from runs.models import Attempt, Run, RunState, StoredObject
 from schedules.models import Schedule, Tenant
 
 
@@ -86,6 +86,29 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [[a for a, _ in held], [f for _, f in held]])
         return dict(cursor.fetchall())
+
+
+def register_upload(key: str, run_id: str, attempt_id: str, fence: int, content_type: str) -> tuple | None:
+    """Register an upload before it begins, in one statement: lock the run, check that the
+    attempt owns it at database time, insert the staged registry row. Returns its ``(id,
+    created_at)``; None when nothing was inserted (no such run or attempt, ownership lost,
+    or the key registered already) and always on SQLite: the caller then takes the general
+    path, which tells these apart."""
+    if connection.vendor != "postgresql":
+        return None
+    run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
+    sql = (
+        f"INSERT INTO {StoredObject._meta.db_table} (key, run_id, attempt_id, fence, state, content_type, created_at)"
+        f" SELECT %s, r.id, a.id, a.fence, 'staged', %s, clock_timestamp()"
+        f" FROM {run_table} AS r JOIN {attempt_table} AS a ON a.run_id = r.id AND a.id = %s"
+        f" WHERE r.id = %s AND r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = %s"
+        f"   AND a.fence = %s AND a.state = 'running' AND r.lease_expires_at > clock_timestamp()"
+        f" FOR UPDATE OF r"
+        f" ON CONFLICT (key) DO NOTHING RETURNING id, created_at"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key, content_type, attempt_id, run_id, fence, fence])
+        return cursor.fetchone()
 
 
 def running_count():

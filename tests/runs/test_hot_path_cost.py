@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 # (statements, commits) of each step for one run, on PostgreSQL.
 CLAIM = (9, 1)
-STAGE = (7, 2)  # register the upload, then record its version after the upload
+STAGE = (2, 2)  # register the upload, then record its version after the upload
 COMPLETE = (8, 1)
 
 
