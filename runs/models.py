@@ -221,6 +221,9 @@ class Outbox(models.Model):
     # retake it after this, so a relay that dies mid-publish loses nothing.
     relay_until = models.DateTimeField(null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    # The broker incarnation (Redis run_id) that accepted the hint: one that restarted
+    # without its data has lost every hint of an older incarnation.
+    broker_epoch = models.CharField(max_length=64, blank=True, default="")
     processed_at = models.DateTimeField(null=True, blank=True)
     publish_attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")

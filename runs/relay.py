@@ -24,13 +24,14 @@ class Hint(NamedTuple):
     resource_class: str
 
 
-def relay_pass(publish_all, *, batch_size: int = 500) -> tuple[int, int]:
+def relay_pass(publish_all, *, epoch: str = "", batch_size: int = 500) -> tuple[int, int]:
     """Publish one batch of unpublished dispatch intents; returns (published, failed).
 
     ``publish_all(hints)`` must return only once the broker accepted every message, and
     raise otherwise; rows are marked published after that, in a separate short
-    transaction, never around the call. A refused batch stays unpublished as a whole (a
-    hint published twice is harmless: workers claim through the authority).
+    transaction, never around the call, with the broker's ``epoch``. A refused batch stays
+    unpublished as a whole (a hint published twice is harmless: workers claim through the
+    authority).
     """
     with transaction.atomic():
         now = authority_now()
@@ -55,8 +56,22 @@ def relay_pass(publish_all, *, batch_size: int = 500) -> tuple[int, int]:
             Outbox.objects.filter(id__in=ids).update(last_error=repr(exc)[:1000])
         return 0, len(hints)
     with transaction.atomic():
-        Outbox.objects.filter(id__in=ids).update(published_at=authority_now(), relay_until=None)
+        Outbox.objects.filter(id__in=ids).update(published_at=authority_now(), relay_until=None, broker_epoch=epoch)
     return len(hints), 0
+
+
+def republish_after_broker_restart(epoch: str) -> int:
+    """Hints an earlier broker incarnation accepted and nobody has claimed are gone with it
+    (a broker restart without persistence): mark them unpublished at once, instead of
+    waiting for the time-based backstop below. Returns how many."""
+    if not epoch:
+        return 0
+    return Outbox.objects.filter(
+        kind=OutboxKind.DISPATCH,
+        processed_at__isnull=True,
+        published_at__isnull=False,
+        run__state=RunState.QUEUED,
+    ).exclude(broker_epoch__in=(epoch, "")).update(published_at=None)
 
 
 def republish_lost_hints(queue_depth) -> int:

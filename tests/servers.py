@@ -3,6 +3,8 @@ Also the few things every test that starts a server needs: a free port, waiting 
 
 from __future__ import annotations
 
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import redis
 
 
 def free_port() -> int:
@@ -100,3 +103,45 @@ def file_store(tmp_path):
     store = object_store_from_url(f"file://{tmp_path / 'objects'}")
     store.ensure_ready()
     return store
+
+
+class RedisServer:
+    """A redis-server a test owns, so it can restart it; never the shared one."""
+
+    def __init__(self, log_path, db: int = 0):
+        self.port = free_port()
+        self.db = db
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/{self.db}"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server on port {self.port} did not start")
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        """Lose everything it held, as a crash does: no save, no graceful close."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def restart(self, down_seconds: float = 0.0) -> None:
+        self.kill()
+        time.sleep(down_seconds)
+        self.start()

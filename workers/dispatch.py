@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
 from runs import authority
-from runs.relay import relay_pass, republish_lost_hints
+from runs.relay import relay_pass, republish_after_broker_restart, republish_lost_hints
 
 log = logging.getLogger(__name__)
 relay_log = logging.getLogger("scheduler.relay")
@@ -67,14 +67,22 @@ def queue_depth(resource_class: str) -> int:
         return connection.default_channel.client.llen(resource_class)
 
 
-def relay_all() -> int:
+def broker_epoch() -> str:
+    """The broker's incarnation: Redis's run_id, new at every server start."""
+    from scheduler_project.celery import app
+
+    with app.connection_for_read() as connection:
+        return connection.default_channel.client.info("server")["run_id"]
+
+
+def relay_all(epoch: str = "") -> int:
     """Relay until nothing is left, publishing each batch over one broker connection."""
     from scheduler_project.celery import app
 
     total = 0
     while True:
         with app.producer_or_acquire() as producer:
-            published, failed = relay_pass(lambda hints: publish_hints(hints, producer))
+            published, failed = relay_pass(lambda hints: publish_hints(hints, producer), epoch=epoch)
         total += published
         if failed or not published:
             return total
@@ -83,10 +91,14 @@ def relay_all() -> int:
 def republish_and_relay() -> int:
     """One relay step (the relay command's loop and the beat backstop): republish hints the
     broker lost, then publish everything unpublished."""
+    epoch = broker_epoch()
+    restarted = republish_after_broker_restart(epoch)
+    if restarted:
+        relay_log.warning("the broker restarted: republishing %d hints it lost", restarted)
     republished = republish_lost_hints(queue_depth)
     if republished:
         relay_log.warning("republishing %d hints that look lost", republished)
-    return relay_all()
+    return relay_all(epoch)
 
 
 class EmbeddedDispatcher:

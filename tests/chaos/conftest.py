@@ -3,65 +3,22 @@
 import os
 import shutil
 import signal
-import subprocess
-import time
 
 import pytest
 import redis
 
 from tests.child_env import redis_mode
 from tests.e2e.processes import Processes
-from tests.servers import free_port, moto_server  # noqa: F401
+from tests.servers import RedisServer, moto_server  # noqa: F401
 
 CHAOS_REDIS_DB = 13
-
-
-class RedisServer:
-    """A redis-server this suite owns, so one scenario can restart it; never the shared one."""
-
-    def __init__(self, log_path):
-        self.port = free_port()
-        self.log_path = log_path
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/{CHAOS_REDIS_DB}"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server on port {self.port} did not start")
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        """Lose everything it held, as a crash does: no save, no graceful close."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def restart(self, down_seconds: float = 0.0) -> None:
-        self.kill()
-        time.sleep(down_seconds)
-        self.start()
 
 
 @pytest.fixture(scope="session")
 def chaos_redis(tmp_path_factory):
     if shutil.which("redis-server") is None:
         pytest.skip("the chaos suite starts its own redis-server (install redis-server)")
-    server = RedisServer(tmp_path_factory.mktemp("redis") / "redis.log")
+    server = RedisServer(tmp_path_factory.mktemp("redis") / "redis.log", db=CHAOS_REDIS_DB)
     server.start()
     yield server
     server.kill()
