@@ -88,13 +88,19 @@ def relay_all(epoch: str = "") -> int:
             return total
 
 
+_seen_epoch = None  # the broker incarnation this process's last relay step saw
+
+
 def republish_and_relay() -> int:
     """One relay step (the relay command's loop and the beat backstop): republish hints the
     broker lost, then publish everything unpublished."""
+    global _seen_epoch
     epoch = broker_epoch()
-    restarted = republish_after_broker_restart(epoch)
-    if restarted:
-        relay_log.warning("the broker restarted: republishing %d hints it lost", restarted)
+    if epoch != _seen_epoch:  # this process's first step, or the broker restarted since the last
+        restarted = republish_after_broker_restart(epoch)
+        if restarted:
+            relay_log.warning("the broker restarted: republishing %d hints it lost", restarted)
+        _seen_epoch = epoch
     republished = republish_lost_hints(queue_depth)
     if republished:
         relay_log.warning("republishing %d hints that look lost", republished)
