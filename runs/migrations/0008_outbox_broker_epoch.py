@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0006_drop_effect_outbox_rows'),
+        ('runs', '0007_manual_outstanding_index'),
     ]
 
     operations = [
