@@ -21,6 +21,29 @@ README = ROOT / "README.md"
 # Inside the image the repository is at WORKDIR; its var/ is settings.VAR_DIR.
 CONTAINER_VAR_DIR = "/app/var"
 _PUBLISHED_BIND = re.compile(r"0\.0\.0\.0:(\d+)")
+_VARIABLE = re.compile(r"\$\{(\w+)(?::([?-])([^}]*))?\}")
+DOTENV_EXAMPLE = ROOT / ".env.example"
+
+
+class MissingVariable(Exception):
+    """A ``${VAR:?message}`` whose variable is unset or empty: compose refuses to start."""
+
+
+def interpolate(value: str, dotenv: dict[str, str]) -> str:
+    """Compose's ``${VAR}``, ``${VAR:-default}`` and ``${VAR:?message}``."""
+    def one(match):
+        name, kind, rest = match.groups()
+        if dotenv.get(name):
+            return dotenv[name]
+        if kind == "?":
+            raise MissingVariable(f"{name}: {rest}")
+        return rest if kind == "-" else ""
+    return _VARIABLE.sub(one, value)
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#"))
+    return {key.strip(): value.strip() for key, value in pairs}
 
 
 @dataclass
@@ -45,9 +68,9 @@ class Service:
     def replicas(self) -> int:
         return int(self.spec.get("deploy", {}).get("replicas", 1))
 
-    @property
-    def environment(self) -> dict[str, str]:
-        return {key: str(value) for key, value in (self.spec.get("environment") or {}).items()}
+    def environment(self, dotenv: dict[str, str]) -> dict[str, str]:
+        """The service's environment, interpolated from ``dotenv`` as compose does with .env."""
+        return {key: interpolate(str(value), dotenv) for key, value in (self.spec.get("environment") or {}).items()}
 
     def waits_for(self, condition: str) -> set[str]:
         depends = self.spec.get("depends_on") or {}

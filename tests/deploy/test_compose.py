@@ -24,10 +24,13 @@ import pytest
 import redis
 
 from tests.deploy.compose import (
+    DOTENV_EXAMPLE,
     ROOT,
+    MissingVariable,
     compose_services,
     image_environment,
     image_project_build_steps,
+    read_dotenv,
     readme_production_services,
     start_order,
 )
@@ -103,6 +106,7 @@ class ComposeRun:
         self.tmp_path = tmp_path
         self.stand_ins = stand_ins
         self.ports = {8000: free_port()}
+        self.dotenv = read_dotenv(DOTENV_EXAMPLE)  # what a user copies to .env
         self.image_var = tmp_path / "image-var"
         venv_bin = Path(sys.executable).parent
         self.base_env = image_environment() | {
@@ -114,7 +118,7 @@ class ComposeRun:
         self.replicas: dict[str, list[str]] = {}
 
     def environment(self, service, label: str) -> dict[str, str]:
-        env = {key: self.stand_ins.get(key, value) for key, value in service.environment.items()}
+        env = {key: self.stand_ins.get(key, value) for key, value in service.environment(self.dotenv).items()}
         env["PROMETHEUS_MULTIPROC_DIR"] = str(self.tmp_path / "metrics" / label)  # per container
         leftover = {key: value for key, value in env.items() if _STAND_IN_HOST.search(value)}
         assert not leftover, f"{service.name}: no stand-in for {leftover}"
@@ -218,3 +222,21 @@ def _check_the_running_system(run: ComposeRun, mail_dir: Path, public_s3: str) -
     time.sleep(2)  # long-running services stay up, not only start
     assert run.exited() == {}, f"services exited: {run.exited()}"
     assert set(run.replicas) == {s.name for s in compose_services().values() if s.built_here and not s.one_shot}
+
+
+def test_compose__refuses_to_start_without_the_secrets_of_dotenv():
+    services = compose_services()
+    for name in ("web", "postgres", "minio"):
+        with pytest.raises(MissingVariable):
+            services[name].environment({})
+    example = read_dotenv(DOTENV_EXAMPLE)
+    assert {"SECRET_KEY", "POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"} <= set(example)
+    assert "change-me" not in str(services["web"].spec) and "minioadmin" not in str(services["minio"].spec)
+
+
+def test_compose__only_the_web_port_is_published_beyond_this_host():
+    published = {
+        name: port for name, service in compose_services().items() for port in service.spec.get("ports", [])
+        if not str(port).startswith("127.0.0.1:")
+    }
+    assert published == {"web": "8000:8000"}
