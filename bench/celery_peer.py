@@ -43,11 +43,13 @@ def run_peer(n: int, *, workers: int, concurrency: int, log_dir, timeout: float 
     client = redis.Redis.from_url(BROKER_URL)
     client.flushdb()
     here = Path(__file__).resolve().parent
+    # Plain Celery: without DJANGO_SETTINGS_MODULE, Celery's Django fix-up stays out of it.
+    env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "celery_peer", "worker", "-Q", "peer", "-c", str(concurrency),
              "-n", f"peer{i}@%h", "--without-gossip", "--without-mingle", "-l", "warning"],
-            cwd=here, stdout=open(Path(log_dir) / f"peer{i}.log", "w"), stderr=subprocess.STDOUT,
+            cwd=here, env=env, stdout=open(Path(log_dir) / f"peer{i}.log", "w"), stderr=subprocess.STDOUT,
         )
         for i in range(workers)
     ]
