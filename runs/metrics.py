@@ -43,6 +43,11 @@ EXPIRED_LEASES = Counter("scheduler_expired_leases_total", "Attempts whose lease
 STALE_REJECTIONS = Counter(
     "scheduler_stale_fence_rejections_total", "Worker calls refused because their fence was stale.", ["operation"]
 )
+CREDENTIAL_REFUSALS = Counter(
+    "scheduler_worker_credential_refusals_total",
+    "Worker calls refused because the attempt belongs to another worker credential.",
+    ["operation"],
+)
 SKIPPED = Counter("scheduler_skipped_occurrences_total", "Occurrences recorded as skipped.", ["reason"])
 PUBLICATION_FAILURES = Counter(
     "scheduler_publication_failures_total", "Result uploads or publications that failed.", ["stage"]

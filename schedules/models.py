@@ -107,6 +107,8 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=200)
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="tokens")
     token_hash = models.CharField(max_length=64, unique=True)
+    # A worker token may claim only these resource classes; empty: every class.
+    resource_classes = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 

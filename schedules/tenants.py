@@ -2,6 +2,7 @@
 
 import secrets
 
+from django.conf import settings
 from django.db import transaction
 
 from schedules.job_types import BUILTIN_JOB_TYPES
@@ -68,10 +69,17 @@ def tenant_token_create(*, tenant: Tenant, name: str) -> tuple[ApiToken, str]:
     return token, secret
 
 
-def worker_token_create(name: str) -> tuple[ApiToken, str]:
-    """A worker credential; its id is the worker's identity (`workerId` of the command)."""
+def worker_token_create(name: str, *, resource_classes: list[str] | None = None) -> tuple[ApiToken, str]:
+    """A worker credential; its id is the worker's identity (`workerId` of the command). With
+    ``resource_classes`` it may claim runs of those classes only."""
+    classes = list(dict.fromkeys(resource_classes or []))
+    unknown = [c for c in classes if c not in settings.RESOURCE_CLASSES]
+    if unknown:
+        raise ValueError(f"unknown resource classes {unknown}; known: {', '.join(settings.RESOURCE_CLASSES)}")
     secret = _new_secret()
-    token = ApiToken.objects.create(kind=TokenKind.WORKER, name=name, token_hash=ApiToken.hash_secret(secret))
+    token = ApiToken.objects.create(
+        kind=TokenKind.WORKER, name=name, token_hash=ApiToken.hash_secret(secret), resource_classes=classes
+    )
     return token, secret
 
 

@@ -12,9 +12,9 @@ def make_tenant(name: str = "acme", *, job_types: list[str] | None = None, **quo
     return tenant
 
 
-def make_worker_token(name: str = "worker-1"):
+def make_worker_token(name: str = "worker-1", *, resource_classes: list[str] | None = None):
     """A worker ApiToken with its secret attached as `token.secret`."""
-    token, secret = worker_token_create(name)
+    token, secret = worker_token_create(name, resource_classes=resource_classes)
     token.secret = secret
     return token
 

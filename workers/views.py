@@ -10,7 +10,8 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from runs.authority import claim, complete, heartbeat, stage_result
-from scheduler_project.errors import InvalidRequest
+from runs import metrics
+from scheduler_project.errors import Forbidden, InvalidRequest
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.json import json_object_body
 from scheduler_project.clock import instant
@@ -48,7 +49,7 @@ class ClaimView(WorkerAPIView):
         run = claim(
             worker_token=request.worker_token,
             worker_label=body.get("workerId") or "",
-            resource_classes=body.get("resourceClasses") or None,
+            resource_classes=_claimable_classes(request.worker_token, body.get("resourceClasses") or None),
             lease_seconds=body.get("leaseSeconds"),
         )
         if run is None:
@@ -70,6 +71,20 @@ class ClaimView(WorkerAPIView):
         )
 
 
+def _claimable_classes(token, requested: list[str] | None) -> list[str] | None:
+    """The classes a claim may take: a token limited to some classes claims within them."""
+    allowed = token.resource_classes
+    if not allowed:
+        return requested
+    if requested is None:
+        return allowed
+    outside = sorted(set(requested) - set(allowed))
+    if outside:
+        metrics.CREDENTIAL_REFUSALS.labels("claim").inc()
+        raise Forbidden(f"this worker token may not claim resource classes {', '.join(outside)}")
+    return requested
+
+
 class HeartbeatView(WorkerAPIView):
     @extend_schema(
         operation_id="worker_heartbeat",
@@ -87,7 +102,8 @@ class HeartbeatView(WorkerAPIView):
     def post(self, request):
         body = validate_body(schemas.HeartbeatSerializer, json_object_body(request))
         run = heartbeat(
-            run_id=lookup_id(body["runId"]), attempt_id=lookup_id(body["attemptId"]), fence=body["fence"]
+            run_id=lookup_id(body["runId"]), attempt_id=lookup_id(body["attemptId"]), fence=body["fence"],
+            worker_token=request.worker_token,
         )
         return Response(
             {
@@ -126,6 +142,7 @@ class CompleteView(WorkerAPIView):
             checksum=body.get("checksum"),
             error=body.get("error", ""),
             retryable=body.get("retryable", False),
+            worker_token=request.worker_token,
         )
         return Response(run_representation(run))
 
@@ -161,6 +178,7 @@ class ResultUploadView(WorkerAPIView):
             fence=fence,
             data=data,
             content_type=content_type,
+            worker_token=request.worker_token,
         )
         return Response(
             {"object": {"key": stored.key, "versionId": stored.version_id}, "checksum": stored.checksum},

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from effects.models import EffectIntent, EffectKind
-from runs.authority.ownership import current_attempt, require_current
+from runs.authority.ownership import current_attempt, require_credential, require_current
 from runs.authority.sql import register_upload, transition
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
@@ -40,12 +40,14 @@ def result_key(run_id: str, attempt_id: str) -> str:
     return f"runs/{run_id}/{attempt_id}/result"
 
 
-def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str) -> StoredObject:
+def stage_result(
+    *, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str, worker_token=None
+) -> StoredObject:
     """Register the upload (staged) before it begins, upload outside any transaction, then
     record the version. Repeating the same bytes returns the same object, also when the
     version of an earlier try was written but never recorded."""
     key = result_key(run_id, attempt_id)
-    existing = _register(key, run_id, attempt_id, fence, content_type[:200])
+    existing = _register(key, run_id, attempt_id, fence, content_type[:200], worker_token)
     if existing.version_id:
         return _same_upload(existing, data)
     try:
@@ -74,10 +76,11 @@ def stage_result(*, run_id: str, attempt_id: str, fence: int, data: bytes, conte
     return existing
 
 
-def _register(key: str, run_id: str, attempt_id: str, fence: int, content_type: str) -> StoredObject:
-    """The staged registry row of this attempt's upload, created if new; NotFound or
-    StaleFence when the attempt may not upload."""
-    registered = register_upload(key, run_id, attempt_id, fence, content_type)
+def _register(key: str, run_id: str, attempt_id: str, fence: int, content_type: str, worker_token) -> StoredObject:
+    """The staged registry row of this attempt's upload, created if new; NotFound,
+    Forbidden or StaleFence when the caller may not upload for this attempt."""
+    token_id = worker_token.id if worker_token is not None else None
+    registered = register_upload(key, run_id, attempt_id, fence, content_type, worker_token_id=token_id)
     if registered is not None:  # the common case, one statement
         object_id, created_at = registered
         return StoredObject(id=object_id, key=key, run_id=run_id, attempt_id=attempt_id, fence=fence,
@@ -87,7 +90,7 @@ def _register(key: str, run_id: str, attempt_id: str, fence: int, content_type: 
         if run is None:
             raise NotFound("no such run")
         now = authority_now()
-        current_attempt(run, attempt_id, fence, now)
+        current_attempt(run, attempt_id, fence, now, worker_token=worker_token, operation="stage")
         existing = StoredObject.objects.filter(key=key).first()
         if existing is None:
             existing = StoredObject.objects.create(
@@ -126,6 +129,7 @@ def complete(
     checksum: str | None = None,
     error: str = "",
     retryable: bool = False,
+    worker_token=None,
 ) -> Run:
     if outcome not in OUTCOMES:
         raise InvalidRequest(f"outcome must be one of {', '.join(OUTCOMES)}", field="outcome")
@@ -135,8 +139,9 @@ def complete(
         attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
         if attempt is None:
             raise NotFound("no such attempt")
+        require_credential(attempt, worker_token, "complete")
         if attempt.state != AttemptState.RUNNING:
-            return _repeat(run, attempt, outcome, checksum)
+            return _repeat(run, attempt, fence, outcome, checksum)
         require_current(run, attempt, fence, now)
         outbox: list[Outbox] = []
         if outcome == "succeeded":
@@ -156,8 +161,11 @@ def complete(
     return run
 
 
-def _repeat(run: Run, attempt: Attempt, outcome: str, checksum: str | None) -> Run:
-    """A completion from an attempt that already finished: the saved answer, or a refusal."""
+def _repeat(run: Run, attempt: Attempt, fence: int, outcome: str, checksum: str | None) -> Run:
+    """A completion from an attempt that already finished: the saved answer for the same
+    attempt, fence and outcome, or a refusal."""
+    if fence != attempt.fence:
+        raise StaleFence("this fence is not the attempt's", details={"currentFence": run.fence})
     if attempt.state == outcome:
         if outcome == "succeeded" and checksum != run.result_checksum:
             raise InvalidState("this attempt already published a result with a different checksum")

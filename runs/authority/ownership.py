@@ -8,16 +8,17 @@ from runs.authority.sql import extend_leases, transition
 from runs.authority.transitions import lease_until
 from scheduler_project.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
-from scheduler_project.errors import NotFound, StaleFence
+from scheduler_project.errors import Forbidden, NotFound, StaleFence
 
 
-def heartbeat(*, run_id: str, attempt_id: str, fence: int) -> Run:
-    """Extend the lease of the current attempt; a passed lease cannot be revived."""
+def heartbeat(*, run_id: str, attempt_id: str, fence: int, worker_token=None) -> Run:
+    """Extend the lease of the current attempt; a passed lease cannot be revived. Over HTTP
+    ``worker_token`` is the caller's credential, which must be the one that claimed."""
     with metrics.counting_stale("heartbeat"), transaction.atomic(durable=True):
         run = Run.objects.select_for_update().filter(id=run_id).first()
         if run is None:
             raise NotFound("no such run")
-        _extend(run, attempt_id, fence)
+        _extend(run, attempt_id, fence, worker_token)
         return run
 
 
@@ -44,21 +45,31 @@ def heartbeat_many(held: list[tuple[str, int]]) -> dict[str, bool]:
     return alive
 
 
-def _extend(run: Run, attempt_id: str, fence: int) -> None:
+def _extend(run: Run, attempt_id: str, fence: int, worker_token=None) -> None:
     now = authority_now()
-    attempt = current_attempt(run, attempt_id, fence, now)
+    attempt = current_attempt(run, attempt_id, fence, now, worker_token=worker_token, operation="heartbeat")
     until = lease_until(now, attempt.lease_seconds)
     transition(run, {"state": RunState.RUNNING, "fence": fence}, lease_expires_at=until)
     transition(attempt, {"state": AttemptState.RUNNING}, lease_expires_at=until)
 
 
-def current_attempt(run: Run, attempt_id: str, fence: int, now) -> Attempt:
-    """The attempt if it owns the run at authority time ``now``; StaleFence otherwise."""
+def current_attempt(run: Run, attempt_id: str, fence: int, now, *, worker_token=None, operation: str = "") -> Attempt:
+    """The attempt if it owns the run at authority time ``now``: Forbidden for another
+    worker's credential, StaleFence for a fence or lease that is no longer current."""
     attempt = Attempt.objects.filter(id=attempt_id, run=run).first()
     if attempt is None:
         raise NotFound("no such attempt")
+    require_credential(attempt, worker_token, operation)
     require_current(run, attempt, fence, now)
     return attempt
+
+
+def require_credential(attempt: Attempt, worker_token, operation: str) -> None:
+    """An attempt belongs to the worker credential that claimed it. ``worker_token`` None
+    is an in-process worker of this deployment (the embedded pool, Celery workers)."""
+    if worker_token is not None and attempt.worker_token_id != worker_token.id:
+        metrics.CREDENTIAL_REFUSALS.labels(operation).inc()
+        raise Forbidden("this attempt belongs to another worker credential")
 
 
 def require_current(run: Run, attempt: Attempt, fence: int, now) -> None:

@@ -88,12 +88,14 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
         return dict(cursor.fetchall())
 
 
-def register_upload(key: str, run_id: str, attempt_id: str, fence: int, content_type: str) -> tuple | None:
+def register_upload(
+    key: str, run_id: str, attempt_id: str, fence: int, content_type: str, *, worker_token_id: str | None = None
+) -> tuple | None:
     """Register an upload before it begins, in one statement: lock the run, check that the
     attempt owns it at database time, insert the staged registry row. Returns its ``(id,
     created_at)``; None when nothing was inserted (no such run or attempt, ownership lost,
-    or the key registered already) and always on SQLite: the caller then takes the general
-    path, which tells these apart."""
+    or the key registered already, or ``worker_token_id`` is not the credential that claimed)
+    and always on SQLite: the caller then takes the general path, which tells these apart."""
     if connection.vendor != "postgresql":
         return None
     run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
@@ -103,11 +105,12 @@ def register_upload(key: str, run_id: str, attempt_id: str, fence: int, content_
         f" FROM {run_table} AS r JOIN {attempt_table} AS a ON a.run_id = r.id AND a.id = %s"
         f" WHERE r.id = %s AND r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = %s"
         f"   AND a.fence = %s AND a.state = 'running' AND r.lease_expires_at > clock_timestamp()"
+        f"   AND (%s::varchar IS NULL OR a.worker_token_id = %s)"
         f" FOR UPDATE OF r"
         f" ON CONFLICT (key) DO NOTHING RETURNING id, created_at"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [key, content_type, attempt_id, run_id, fence, fence])
+        cursor.execute(sql, [key, content_type, attempt_id, run_id, fence, fence, worker_token_id, worker_token_id])
         return cursor.fetchone()
 
 
