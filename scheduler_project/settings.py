@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "scheduler_project.http.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "scheduler_project.urls"

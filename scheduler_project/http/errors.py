@@ -8,6 +8,7 @@ malformed requests rejected by Django itself, uncaught exceptions).
 
 import logging
 
+from django.db import InterfaceError, OperationalError
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
@@ -68,8 +69,16 @@ def domain_error_body(exc: DomainError) -> dict:
     return error_body(exc.code, exc.message, details)
 
 
+# The authority is unreachable or refused for a moment (restart, failover, connection
+# limit, lock timeout): nothing was done, and the same request may be sent again.
+UNAVAILABLE_RETRY_AFTER_SECONDS = 1
+
+
 def exception_body(exc) -> tuple[int, dict, dict] | None:
     """(status, body, headers) for any exception the API knows how to report, else None."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        body = error_body("unavailable", "the database cannot be reached right now; retry")
+        return 503, body, {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)}
     if isinstance(exc, DomainError):
         headers = {"WWW-Authenticate": 'Bearer realm="api"'} if exc.status == 401 else {}
         return exc.status, domain_error_body(exc), headers
@@ -131,3 +140,23 @@ def page_not_found(request, exception=None):
 
 def server_error(request):
     return JsonResponse(error_body("internal_error", "internal server error"), status=500)
+
+
+class DatabaseUnavailableMiddleware:
+    """Views outside the API (admin, /metrics, downloads) answer 503 with Retry-After too
+    when the database cannot be reached, never 500; the API does so in its handler."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, (OperationalError, InterfaceError)):
+            return None
+        status, body, headers = exception_body(exception)
+        response = JsonResponse(body, status=status)
+        for name, value in headers.items():
+            response[name] = value
+        return response
