@@ -45,7 +45,8 @@ class OverlapPolicy(models.TextChoices):
 
 
 class JobType(models.Model):
-    """An approved job: its code lives in workers.jobs, its operating policy here."""
+    """The catalog entry of an approved job, synced from its ``@scheduler_job`` declaration
+    (workers.jobs); the authority and the API read this row, never the declaration."""
 
     name = models.CharField(primary_key=True, max_length=100)
     resource_class = models.CharField(max_length=16, choices=ResourceClass.choices)

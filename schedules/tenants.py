@@ -5,23 +5,12 @@ import secrets
 from django.conf import settings
 from django.db import transaction
 
-from schedules.job_types import BUILTIN_JOB_TYPES
 from schedules.models import ApiToken, JobType, Tenant, TokenKind
 from scheduler_project.errors import InvalidRequest
 
 
 def _new_secret() -> str:
     return secrets.token_urlsafe(32)
-
-
-def builtin_job_types_ensure(using: str = "default") -> list[JobType]:
-    """The built-in job types, creating any missing row from the catalog (existing rows,
-    possibly tuned by an operator, are left as they are)."""
-    job_types = []
-    for name, spec in BUILTIN_JOB_TYPES.items():
-        job_type, _ = JobType.objects.using(using).get_or_create(name=name, defaults=spec)
-        job_types.append(job_type)
-    return job_types
 
 
 @transaction.atomic
@@ -38,8 +27,8 @@ def tenant_create(
     """A new tenant and its first tenant token's secret.
 
     With `job_types` None the tenant may use every job type; otherwise exactly those named.
+    The catalog's rows come from the job declarations, synced at every `migrate`.
     """
-    builtin_job_types_ensure()
     if weight < 1:
         raise InvalidRequest("weight must be at least 1", field="weight")
     quotas = {"max_schedules": max_schedules, "max_active_runs": max_active_runs,

@@ -8,7 +8,8 @@ import json
 
 from drf_spectacular.utils import OpenApiExample
 
-from schedules.job_types import BUILTIN_JOB_TYPES
+from workers.jobs.framework import declared_jobs
+
 
 SCHEDULE_ID = "sch_01m8x9rx004ac882m19qd788hd"
 RUN_ID = "run_01m8x9rx06gvqw882p88hxzzr8"
@@ -140,14 +141,14 @@ COMPLETE = [
 
 
 def job_type_parameters_markdown() -> str:
-    """The built-in job types and their parameter schemas, as a Markdown list for descriptions."""
+    """The declared job types and their parameter schemas, as a Markdown list for descriptions."""
     lines = ["`params` are validated against the job type's JSON Schema; unknown keys are `invalid_request`."]
-    for name, spec in BUILTIN_JOB_TYPES.items():
-        properties = spec["params_schema"].get("properties", {})
+    for name, spec in declared_jobs().items():
+        properties = spec.params_schema.get("properties", {})
         described = ", ".join(f"`{key}`: `{json.dumps(schema, sort_keys=True)}`" for key, schema in properties.items())
         lines.append(
-            f"- `{name}` (resource class `{spec['resource_class']}`, lease {spec['default_lease_seconds']} s, "
-            f"timeout {spec['timeout_seconds']} s, {spec['max_attempts']} attempts): {described or 'no parameters'}"
+            f"- `{name}` (resource class `{spec.resource_class}`, lease {spec.default_lease_seconds} s, "
+            f"timeout {spec.timeout_seconds} s, {spec.max_attempts} attempts): {described or 'no parameters'}"
         )
     return "\n".join(lines)
 

@@ -107,12 +107,12 @@ def test_schema__contract_operations_with_a_body_show_examples(schema):
 
 
 def test_schema__params_of_every_request_body_list_each_job_type(schema):
-    from schedules.job_types import BUILTIN_JOB_TYPES
+    from workers.jobs.framework import declared_jobs
 
     components = schema["components"]["schemas"]
     for name in ("ScheduleCreateRequest", "ScheduleUpdateRequest", "RunOnceRequest"):
         description = components[name]["properties"]["params"]["description"]
-        for job_type, spec in BUILTIN_JOB_TYPES.items():
+        for job_type, spec in declared_jobs().items():
             assert f"`{job_type}`" in description, (name, job_type)
-            for parameter in spec["params_schema"]["properties"]:
+            for parameter in spec.params_schema["properties"]:
                 assert f"`{parameter}`" in description, (name, job_type, parameter)

@@ -1,1 +1,15 @@
-"""Jobs: the framework (framework.py) and the built-in jobs (builtin.py)."""
+"""The public job API: what a team imports to declare its own jobs (README, "Add your first job").
+
+    from workers.jobs import JobContext, JobOutput, scheduler_job
+
+    @scheduler_job("billing.invoice_export", resource_class="long", timeout_seconds=1800,
+                   params_schema={"type": "object", "properties": {"month": {"type": "string"}}})
+    def invoice_export(ctx: JobContext) -> JobOutput: ...
+
+The framework is workers.jobs.framework, the built-in jobs workers.jobs.builtin, discovery
+workers.jobs.discovery and the catalog sync workers.jobs.catalog.
+"""
+
+from workers.jobs.framework import JobContext, JobOutput, PermanentJobError, TransientJobError, scheduler_job
+
+__all__ = ["JobContext", "JobOutput", "PermanentJobError", "TransientJobError", "scheduler_job"]

@@ -1,7 +1,7 @@
 """The built-in jobs: the sales report (report.sales) and the demo jobs (demo.*).
 
-The framework they are written against (context, output, errors, registry) is
-workers.jobs.framework.
+Each is declared the way a team declares its own (README, "Add your first job"): one
+``@scheduler_job`` holds its catalog entry and its code.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone as dt_timezone
 from decimal import Decimal
 
-from workers.jobs.framework import JobContext, JobOutput, PermanentJobError, TransientJobError, job
+from workers.jobs.framework import (
+    JobContext,
+    JobOutput,
+    PermanentJobError,
+    TransientJobError,
+    scheduler_job,
+)
 
 
 def _iso_z(instant: datetime) -> str:
@@ -181,7 +187,23 @@ def deterministic_zip(files: list[tuple[str, bytes]]) -> bytes:
     return buffer.getvalue()
 
 
-@job("report.sales")
+@scheduler_job(
+    "report.sales",
+    resource_class="short",
+    lease_seconds=30,
+    timeout_seconds=300,
+    max_attempts=3,
+    uncertain_effect_policy="hold",
+    params_schema_version=1,
+    params_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "region": {"type": "string", "enum": ["us", "eu", "apac", "latam"]},
+            "date": {"type": "string", "format": "date", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+        },
+    },
+)
 def report_sales(ctx: JobContext) -> JobOutput:
     region = ctx.params.get("region", "us")
     if region not in REGIONS:
@@ -214,7 +236,23 @@ def report_sales(ctx: JobContext) -> JobOutput:
 FAIL_MODES = ("never", "transient", "permanent")
 
 
-@job("demo.sleep")
+@scheduler_job(
+    "demo.sleep",
+    resource_class="short",
+    lease_seconds=30,
+    timeout_seconds=3600,
+    max_attempts=3,
+    uncertain_effect_policy="retry",
+    params_schema_version=1,
+    params_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "seconds": {"type": "number", "minimum": 0, "maximum": 86400},
+            "fail": {"type": "string", "enum": ["never", "transient", "permanent"]},
+        },
+    },
+)
 def demo_sleep(ctx: JobContext) -> JobOutput:
     seconds = _seconds_param(ctx.params)
     fail = ctx.params.get("fail", "never")
@@ -235,7 +273,20 @@ EXPORT_ROWS = 20_000  # 55-byte rows: a little over 1 MiB
 EXPORT_CHUNKS = 20
 
 
-@job("demo.export")
+@scheduler_job(
+    "demo.export",
+    resource_class="long",
+    lease_seconds=60,
+    timeout_seconds=3600,
+    max_attempts=2,
+    uncertain_effect_policy="hold",
+    params_schema_version=1,
+    params_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 86400}},
+    },
+)
 def demo_export(ctx: JobContext) -> JobOutput:
     seconds = _seconds_param(ctx.params)
     seed = hashlib.sha256(f"{ctx.run_id}|{_iso_z(ctx.scheduled_at)}".encode()).digest()

@@ -1,15 +1,14 @@
-"""The job framework: what a job is, what it may call, and the registry of approved jobs.
+"""The job framework: what a job is, what it may call, and the registry of declared jobs.
 
-A job is a function ``(ctx: JobContext) -> JobOutput`` registered under its job type's
-name with ``@job(name)``. It must be deterministic for one run (same params, same
+A job is a function ``(ctx: JobContext) -> JobOutput`` declared with ``@scheduler_job``,
+which also states its catalog entry (resource class, lease, timeout, retries, schema). It must be deterministic for one run (same params, same
 scheduled instant → same bytes), so a retried upload of the same attempt has the same
 checksum. It calls ``ctx.checkpoint()`` between stages and sleeps only through
 ``ctx.sleep()``, which is where cancellation, lost ownership and the timeout reach it.
 
-Job authors use ``job``, ``JobContext``, ``JobOutput``, ``TransientJobError`` and
-``PermanentJobError``; the runtime uses ``JobControl``, the ``JobInterrupted`` family and
-``get_job``. The catalog (resource class, lease, timeout, schema) is schedules.job_types;
-the built-in jobs are workers.jobs.builtin, imported by the workers app when Django starts.
+Job authors import from ``workers.jobs``; the runtime uses ``JobControl``, the
+``JobInterrupted`` family and ``get_job``; the catalog sync (workers.jobs.catalog) reads
+``declared_jobs``. Modules holding declarations are imported at start (workers.jobs.discovery).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -120,21 +119,81 @@ class JobContext:
 
 
 JobFunction = Callable[[JobContext], JobOutput]
-JOBS: dict[str, JobFunction] = {}
 
 
-def job(name: str):
-    """Register the decorated function as the approved implementation of job type ``name``."""
+@dataclass(frozen=True)
+class JobDeclaration:
+    """One job type: its catalog entry (the schedules.JobType row it is synced to) and its code."""
 
-    def register(fn: JobFunction) -> JobFunction:
-        JOBS[name] = fn
+    name: str
+    resource_class: str
+    params_schema: dict
+    params_schema_version: int
+    default_lease_seconds: int
+    timeout_seconds: int
+    max_attempts: int
+    initial_delay_seconds: float
+    max_delay_seconds: float
+    uncertain_effect_policy: str
+    function: JobFunction = field(compare=False)
+
+    def catalog_fields(self) -> dict:
+        """The JobType columns this declaration owns, by column name."""
+        fields = asdict(self)
+        del fields["name"], fields["function"]
+        return fields
+
+
+JOBS: dict[str, JobDeclaration] = {}
+
+
+def scheduler_job(
+    name: str,
+    *,
+    resource_class: str = "short",
+    params_schema: dict | None = None,
+    params_schema_version: int = 1,
+    lease_seconds: int = 30,
+    timeout_seconds: int = 300,
+    max_attempts: int = 3,
+    initial_delay_seconds: float = 5,
+    max_delay_seconds: float = 300,
+    uncertain_effect_policy: str = "hold",
+):
+    """Declare the decorated function as job type ``name``, with its catalog entry.
+
+    ``manage.py sync_job_types`` (and every ``migrate``) writes the entry to the catalog;
+    changing ``params_schema`` takes a higher ``params_schema_version``.
+    """
+
+    def declare(fn: JobFunction) -> JobFunction:
+        declared = JOBS.get(name)
+        if declared is not None and _qualified_name(declared.function) != _qualified_name(fn):
+            raise ValueError(f"job type {name!r} is declared twice: by {_qualified_name(declared.function)} "
+                             f"and by {_qualified_name(fn)}")
+        JOBS[name] = JobDeclaration(
+            name=name, resource_class=resource_class,
+            params_schema=params_schema or {"type": "object", "additionalProperties": False, "properties": {}},
+            params_schema_version=params_schema_version, default_lease_seconds=lease_seconds,
+            timeout_seconds=timeout_seconds, max_attempts=max_attempts, initial_delay_seconds=initial_delay_seconds,
+            max_delay_seconds=max_delay_seconds, uncertain_effect_policy=uncertain_effect_policy, function=fn,
+        )
         return fn
 
-    return register
+    return declare
+
+
+def _qualified_name(fn: JobFunction) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def declared_jobs() -> dict[str, JobDeclaration]:
+    """Every declared job type by name, in name order."""
+    return dict(sorted(JOBS.items()))
 
 
 def get_job(name: str) -> JobFunction:
     try:
-        return JOBS[name]
+        return JOBS[name].function
     except KeyError:
         raise PermanentJobError(f"no approved implementation for job type {name!r}") from None
