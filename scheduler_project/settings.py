@@ -206,6 +206,8 @@ CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
 # migration that re-buckets every schedule (schedules.services.due_bucket).
 DUE_BUCKETS = 64
 SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 1000)
+# Modules holding @scheduler_job declarations beyond the installed apps' `jobs` modules.
+SCHEDULER_JOB_MODULES = env_list("SCHEDULER_JOB_MODULES")
 # Failpoints for fault-injection tests; comma-separated names, empty in production.
 FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)
 

@@ -6,8 +6,11 @@ class WorkersConfig(AppConfig):
     name = "workers"
 
     def ready(self):
-        # The built-in jobs declare themselves on import.
+        # The built-in jobs declare themselves on import; so do the teams' jobs, found here.
         import workers.jobs.builtin  # noqa: F401
+        from workers.jobs.discovery import discover_jobs
+
+        discover_jobs()
 
         # Like contenttypes: the catalog's rows follow the declarations once the schema exists.
         # The JobType table belongs to the schedules app, whose post_migrate this follows.
