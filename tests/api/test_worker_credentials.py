@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from prometheus_client import REGISTRY
 
 from tests.api.conftest import assert_error, claim, create_schedule, run_once
-from tests.api.test_worker_api import REPORT, complete_success, fenced, upload
+from tests.api.test_worker_api import complete_success, fenced, upload
 from tests.factories import api_client, make_worker_token
 
 pytestmark = pytest.mark.django_db
