@@ -179,6 +179,9 @@ CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
 # migration that re-buckets every schedule (schedules.services.due_bucket).
 DUE_BUCKETS = 64
 SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 1000)
+# Occurrence rows (runs and skipped records) one materializing transaction writes at most:
+# a long outage's catch-up spreads over transactions that stay far below the idle timeout.
+SCAN_ROWS_PER_TRANSACTION = env_int("SCAN_ROWS_PER_TRANSACTION", 20000)
 # Failpoints for fault-injection tests; comma-separated names, empty in production.
 FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)
 

@@ -9,12 +9,12 @@ from django.db import transaction
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from schedules import recurrence
 from schedules.models import JobType, Schedule, ScheduleRevision
+from runs.authority.planning import Planned, WavePlans, plan_within_budget, refuse_callers_transaction
 from runs.authority.transitions import dispatch_row
-from runs.catch_up import CatchUpPlan, plan_catch_up
+from runs.catch_up import CatchUpPlan
 from runs import metrics
-from runs.authority.sql import bulk_insert, bulk_set, lock_due_schedules
+from runs.authority.sql import bulk_insert, bulk_set, due_schedules, lock_schedules
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -36,82 +36,90 @@ MATERIALIZE_FIELDS = (
     "overlap_policy", "next_run_at", "active_run_id", "resume_from",
 )
 
+# What catch-up planning reads of a schedule before the transaction locks it.
+PLANNING_FIELDS = ("id", "recurrence", "next_run_at", "misfire_policy", "misfire_grace_seconds")
+
 
 class DueSchedule:
-    """A locked schedule as materialization sees it (MATERIALIZE_FIELDS). Building a model
-    instance per row cost more than the rest of a wave's Python work."""
+    """A schedule row as materialization sees it: PLANNING_FIELDS when read for planning,
+    MATERIALIZE_FIELDS once locked. Building a model instance per row cost more than the
+    rest of a wave's Python work."""
 
     __slots__ = MATERIALIZE_FIELDS
 
-    def __init__(self, row, recurrences: dict):
-        for name, value in zip(MATERIALIZE_FIELDS, row):
+    def __init__(self, row, recurrences: dict, fields=MATERIALIZE_FIELDS):
+        for name, value in zip(fields, row):
             setattr(self, name, value)
-        # Rows of a wave share one decoded rule per distinct text (_materialize keys on it).
-        if isinstance(self.recurrence, str):
-            self.recurrence = recurrences.get(self.recurrence) or recurrences.setdefault(
-                self.recurrence, json.loads(self.recurrence)
-            )
+        # Rows of a wave share one decoded rule per distinct text (WavePlans keys on it).
+        # PostgreSQL rows carry the text; SQLite's come decoded.
+        rule = self.recurrence
+        text = rule if isinstance(rule, str) else json.dumps(rule, sort_keys=True)
+        self.recurrence = recurrences.get(text) or recurrences.setdefault(
+            text, json.loads(text) if isinstance(rule, str) else rule
+        )
 
 
 def materialize_due(*, batch_size: int | None = None, buckets=None) -> MaterializeStats:
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
-    occurrences and dispatch intents, advance next_run_at. Any number of scanners may run."""
+    occurrences and dispatch intents, advance next_run_at. Any number of scanners may run.
+    Their catch-up is planned before the transaction (runs/authority/planning.py)."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
+    refuse_callers_transaction()
+    plans, candidates = _plan_due(batch_size, buckets)
+    if not candidates:
+        return MaterializeStats()
     with transaction.atomic(durable=True):
-        schedules = _lock_due(authority_now(), batch_size, buckets)
+        schedules = _lock_planned(plans, candidates)
         if not schedules:
             return MaterializeStats()
         now = authority_now()
-        stats = _materialize(schedules, now)
+        stats = _materialize(schedules, now, plan_of=plans.planned)
     metrics.MATERIALIZED.inc(stats.queued + stats.pending)
     failpoint("after_materialize_commit")
     return stats
 
 
-def _lock_due(now, batch_size: int, buckets) -> list[DueSchedule]:
-    """Lock up to ``batch_size`` schedules due at ``now`` in ``buckets`` (default: all).
+def _plan_due(batch_size: int, buckets) -> tuple[WavePlans, list[DueSchedule]]:
+    """Outside any transaction: read up to ``batch_size`` schedules due now in ``buckets``
+    (default: all), without locks, and plan as many as one transaction may write.
 
     Buckets are visited from a random offset: concurrent scanners start apart instead of
-    skipping each other's locked rows.
+    planning (then skipping) the same rows.
     """
-    # Each bucket once: a repeated one would return its rows twice (SKIP LOCKED does not
-    # skip this transaction's own locks) and write each instant twice.
+    # Each bucket once: a repeated one would return its rows twice and write each instant twice.
     buckets = list(dict.fromkeys(range(settings.DUE_BUCKETS) if buckets is None else buckets))
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
-    rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size)
-    recurrences: dict[str, dict] = {}
-    return [DueSchedule(row, recurrences) for row in rows]
+    plans = WavePlans(authority_now())
+    rows = due_schedules(PLANNING_FIELDS, buckets, plans.now, batch_size)
+    return plans, plan_within_budget(plans, [DueSchedule(row, plans.recurrences, PLANNING_FIELDS) for row in rows])
 
 
-def catch_up_on_resume(schedule: Schedule, now) -> MaterializeStats:
-    """Apply the misfire policy to the instants missed while paused (schedule is locked)."""
-    return _materialize([schedule], now, from_pause=True)
+def _lock_planned(plans: WavePlans, candidates: list[DueSchedule]) -> list[DueSchedule]:
+    """Lock the planned candidates (skipping locked ones) and keep those still in the state
+    they were planned from: an edit or another scanner in between leaves them for later."""
+    rows = lock_schedules(MATERIALIZE_FIELDS, [s.id for s in candidates])
+    locked = [DueSchedule(row, plans.recurrences) for row in rows]
+    return [schedule for schedule in locked if plans.planned(schedule) is not None]
 
 
-def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False) -> MaterializeStats:
+def catch_up_on_resume(schedule: Schedule, now, planned: Planned) -> MaterializeStats:
+    """Apply the misfire policy to the instants missed while paused (schedule is locked),
+    as ``planned`` before the lock (runs/authority/resume.py)."""
+    return _materialize([schedule], now, from_pause=True, plan_of=lambda _: planned)
+
+
+def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False, plan_of=None) -> MaterializeStats:
+    """Write the schedules' occurrences as ``plan_of`` (default: planned here, at ``now``)."""
+    plan_of = plan_of or WavePlans(now, from_pause=from_pause).plan
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types)
     wave = _Wave(now, _waiting_counts(schedules), len(schedules))
-    # A wave shares few distinct rules and due instants: parse and plan each once. Rules are
-    # keyed by the identity of their dict, which _lock_due shares per distinct rule text.
-    rules: dict[int, recurrence.Rule] = {}
-    plans: dict[tuple, CatchUpPlan] = {}
     for schedule in schedules:
-        first_due = schedule.resume_from if from_pause else schedule.next_run_at
-        if first_due is None:
+        planned = plan_of(schedule)
+        if planned is None:
             continue
-        rule_key = id(schedule.recurrence)
-        rule = rules.get(rule_key) or rules.setdefault(rule_key, recurrence.parse_rule(schedule.recurrence))
-        plan_key = (rule_key, first_due, schedule.misfire_policy, schedule.misfire_grace_seconds)
-        plan = plans.get(plan_key) or plans.setdefault(plan_key, plan_catch_up(
-            rule,
-            first_due,
-            now,
-            policy=schedule.misfire_policy,
-            grace_seconds=schedule.misfire_grace_seconds,
-            all_missed=from_pause,
-        ))
+        rule, plan = planned
         base = _run_base(schedule, payloads[schedule.id], now)
         wave.skip_missed(base, plan)
         wave.add_instants(schedule, base, plan.run)
