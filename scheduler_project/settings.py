@@ -7,7 +7,8 @@ database-backed dispatch and no broker.
 import os
 from pathlib import Path
 
-import dj_database_url
+from scheduler_project.database_url import parse_database_url
+
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SCHEDULER_VAR_DIR", BASE_DIR / "var"))
@@ -79,7 +80,8 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------
 EMBEDDED_DATABASE_PATH = VAR_DIR / "scheduler.sqlite3"
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{EMBEDDED_DATABASE_PATH}"
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# Several hosts (postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write) for failover.
+DATABASES = {"default": parse_database_url(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Embedded mode: WAL so readers never block the writer, IMMEDIATE so every
     # transaction takes the write lock up front (no upgrade deadlocks), and a busy
