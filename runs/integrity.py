@@ -44,6 +44,10 @@ class Check:
         self.violations += len(examples) if count is None else count
         self.examples += examples[: EXAMPLES - len(self.examples)]
 
+    def found_in(self, rows, describe) -> None:
+        """Every row of the queryset ``rows`` is a violation; the first ones described."""
+        self.found([describe(row) for row in rows[:EXAMPLES]], rows.count())
+
     @property
     def ok(self) -> bool:
         return self.violations == 0
@@ -102,15 +106,13 @@ def one_occurrence_per_instant() -> Check:
         scheduled.values("schedule_id", "scheduled_at").annotate(n=Count("id")).filter(n__gt=1)
         .order_by("schedule_id", "scheduled_at")
     )
-    check.found([f"{d['schedule_id']} @ {d['scheduled_at'].isoformat()} x{d['n']}" for d in doubled[:EXAMPLES]],
-                doubled.count())
+    check.found_in(doubled, lambda d: f"{d['schedule_id']} @ {d['scheduled_at'].isoformat()} x{d['n']}")
     covering = Run.objects.filter(
         schedule_id=OuterRef("schedule_id"), skipped_count__isnull=False,
         scheduled_at__lte=OuterRef("scheduled_at"), skipped_through__gte=OuterRef("scheduled_at"),
     ).exclude(id=OuterRef("id"))
-    inside = scheduled.filter(Exists(covering)).order_by("id")
-    check.found([f"{run_id} lies inside a skipped range of its schedule"
-                 for run_id in inside.values_list("id", flat=True)[:EXAMPLES]], inside.count())
+    inside = scheduled.filter(Exists(covering)).order_by("id").values_list("id", flat=True)
+    check.found_in(inside, lambda run_id: f"{run_id} lies inside a skipped range of its schedule")
     return check
 
 
@@ -123,16 +125,14 @@ def canonical_results() -> Check:
         version_id=OuterRef("result_version_id"), checksum=OuterRef("result_checksum"),
         attempt_id=OuterRef("accepted_attempt_id"),
     )
-    unmatched = succeeded.exclude(Exists(matching)).exclude(_retired()).order_by("id")
-    check.found([f"{run_id}: no referenced object matches its result pointer and accepted attempt"
-                 for run_id in unmatched.values_list("id", flat=True)[:EXAMPLES]], unmatched.count())
+    unmatched = succeeded.exclude(Exists(matching)).exclude(_retired()).order_by("id").values_list("id", flat=True)
+    check.found_in(unmatched, lambda run_id: f"{run_id}: no referenced object matches its result pointer and "
+                                             f"accepted attempt")
     referenced = StoredObject.objects.filter(state=ObjectState.REFERENCED)
-    stray = referenced.exclude(run__state=RunState.SUCCEEDED).order_by("id")
-    check.found([f"{key} is referenced by {run_id}, which is {state}"
-                 for key, run_id, state in stray.values_list("key", "run_id", "run__state")[:EXAMPLES]],
-                stray.count())
+    stray = referenced.exclude(run__state=RunState.SUCCEEDED).order_by("id").values_list("key", "run_id", "run__state")
+    check.found_in(stray, lambda row: "{} is referenced by {}, which is {}".format(*row))
     several = referenced.values("run_id").annotate(n=Count("id")).filter(n__gt=1).order_by("run_id")
-    check.found([f"{s['run_id']} has {s['n']} referenced objects" for s in several[:EXAMPLES]], several.count())
+    check.found_in(several, lambda s: f"{s['run_id']} has {s['n']} referenced objects")
     return check
 
 
@@ -167,9 +167,8 @@ def retained_objects_kept() -> Check:
     check.checked = pointed.count()
     gone = pointed.filter(state__in=(ObjectState.DELETING, ObjectState.DELETED)).exclude(
         run__finished_at__lte=_retention_cutoff()
-    ).order_by("id")
-    check.found([f"{key} ({state}) is the retained result of {run_id}"
-                 for key, state, run_id in gone.values_list("key", "state", "run_id")[:EXAMPLES]], gone.count())
+    ).order_by("id").values_list("key", "state", "run_id")
+    check.found_in(gone, lambda row: "{} ({}) is the retained result of {}".format(*row))
     return check
 
 
@@ -178,9 +177,8 @@ def queued_runs_dispatched() -> Check:
     queued = Run.objects.filter(state=RunState.QUEUED)
     check.checked = queued.count()
     intent = Outbox.objects.filter(run_id=OuterRef("id"), kind=OutboxKind.DISPATCH, processed_at__isnull=True)
-    undispatched = queued.exclude(Exists(intent)).order_by("id")
-    check.found([f"{run_id} is queued with no unprocessed dispatch row"
-                 for run_id in undispatched.values_list("id", flat=True)[:EXAMPLES]], undispatched.count())
+    undispatched = queued.exclude(Exists(intent)).order_by("id").values_list("id", flat=True)
+    check.found_in(undispatched, lambda run_id: f"{run_id} is queued with no unprocessed dispatch row")
     return check
 
 
@@ -191,9 +189,8 @@ def fences_consistent() -> Check:
     wrong = runs.annotate(newest=Max("attempts__fence"), attempts_made=Count("attempts")).filter(
         ~Q(fence=F("newest")) | ~Q(attempt_count=F("attempts_made"))
     ).order_by("id")
-    check.found([f"{r.id}: fence {r.fence}, newest attempt fence {r.newest}, "
-                 f"attempt_count {r.attempt_count} of {r.attempts_made} attempts" for r in wrong[:EXAMPLES]],
-                wrong.count())
+    check.found_in(wrong, lambda r: f"{r.id}: fence {r.fence}, newest attempt fence {r.newest}, "
+                                    f"attempt_count {r.attempt_count} of {r.attempts_made} attempts")
     return check
 
 

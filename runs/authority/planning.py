@@ -57,7 +57,9 @@ class WavePlans:
             return None
         planned = self._plans.get(key)
         if planned is None:
-            rule = self._rules.get(rule_id) or self._rules.setdefault(rule_id, recurrence.parse_rule(schedule.recurrence))
+            rule = self._rules.get(rule_id)
+            if rule is None:
+                rule = self._rules[rule_id] = recurrence.parse_rule(schedule.recurrence)
             plan = plan_catch_up(rule, first_due, self.now, policy=policy, grace_seconds=grace,
                                  all_missed=self.from_pause)
             planned = self._plans[key] = (rule, plan)

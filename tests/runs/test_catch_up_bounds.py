@@ -68,6 +68,19 @@ def transaction_gaps():
         yield gaps
 
 
+@pytest.fixture
+def planned_inside(monkeypatch) -> list[bool]:
+    """Whether each catch-up plan was made inside a transaction."""
+    inside, original = [], planning.plan_catch_up
+
+    def watched(*args, **kwargs):
+        inside.append(connection.in_atomic_block)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "plan_catch_up", watched)
+    return inside
+
+
 def scan_until_caught_up() -> list[int]:
     """materialize_due until nothing is due; the rows each call wrote."""
     written = []
@@ -95,17 +108,9 @@ def test_long_outage__each_transaction_writes_at_most_its_row_budget(tenant, set
 
 
 @pytest.mark.django_db(transaction=True)
-def test_long_outage__plans_outside_the_transaction_and_pauses_briefly_inside(tenant, settings, monkeypatch):
+def test_long_outage__plans_outside_the_transaction_and_pauses_briefly_inside(tenant, settings, planned_inside):
     settings.SCAN_ROWS_PER_TRANSACTION = 5000
     minutely_schedules(tenant, 40, misfirePolicy="skip", misfireGraceSeconds=0)
-    planned_inside = []
-    original = planning.plan_catch_up
-
-    def watched(*args, **kwargs):
-        planned_inside.append(connection.in_atomic_block)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(planning, "plan_catch_up", watched)
     with transaction_gaps() as gaps:
         scan_until_caught_up()
 
@@ -141,7 +146,8 @@ def test_plan_then_lock__schedule_edited_in_between__its_plan_is_not_written(ten
 def paused_for(schedule: Schedule, pause: timedelta) -> None:
     """Pause the schedule as if it had been paused ``pause`` ago."""
     schedule_pause(tenant=schedule.tenant, schedule_id=schedule.id)
-    Schedule.objects.filter(id=schedule.id).update(resume_from=instant_before(schedule, pause), paused_at=authority_now() - pause)
+    Schedule.objects.filter(id=schedule.id).update(
+        resume_from=instant_before(schedule, pause), paused_at=authority_now() - pause)
 
 
 def instant_before(schedule: Schedule, ago: timedelta):
@@ -151,17 +157,9 @@ def instant_before(schedule: Schedule, ago: timedelta):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_resume__two_day_pause__planned_before_the_lock_with_exact_policy(tenant, monkeypatch):
+def test_resume__two_day_pause__planned_before_the_lock_with_exact_policy(tenant, planned_inside):
     schedule = minutely_schedules(tenant, 1, misfirePolicy="latest_only")[0]
     paused_for(schedule, timedelta(days=2))
-    planned_inside = []
-    original = planning.plan_catch_up
-
-    def watched(*args, **kwargs):
-        planned_inside.append(connection.in_atomic_block)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(planning, "plan_catch_up", watched)
     resumed = authority.schedule_resume(tenant=tenant, schedule_id=schedule.id)
 
     assert planned_inside == [False]
