@@ -10,11 +10,11 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from schedules.models import JobType, Schedule, ScheduleRevision
-from runs.authority.planning import Planned, WavePlans, plan_within_budget, refuse_callers_transaction
+from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan
 from runs import metrics
-from runs.authority.sql import bulk_insert, bulk_set, due_schedules, lock_schedules
+from runs.authority.sql import bulk_insert, bulk_set, lock_due_schedules, lock_schedules
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -36,22 +36,18 @@ MATERIALIZE_FIELDS = (
     "overlap_policy", "next_run_at", "active_run_id", "resume_from",
 )
 
-# What catch-up planning reads of a schedule before the transaction locks it.
-PLANNING_FIELDS = ("id", "recurrence", "next_run_at", "misfire_policy", "misfire_grace_seconds")
-
 
 class DueSchedule:
-    """A schedule row as materialization sees it: PLANNING_FIELDS when read for planning,
-    MATERIALIZE_FIELDS once locked. Building a model instance per row cost more than the
-    rest of a wave's Python work."""
+    """A locked schedule as materialization sees it (MATERIALIZE_FIELDS). Building a model
+    instance per row cost more than the rest of a wave's Python work."""
 
     __slots__ = MATERIALIZE_FIELDS
 
-    def __init__(self, row, recurrences: dict, fields=MATERIALIZE_FIELDS):
-        for name, value in zip(fields, row):
+    def __init__(self, row, recurrences: dict):
+        for name, value in zip(MATERIALIZE_FIELDS, row):
             setattr(self, name, value)
-        # Rows of a wave share one decoded rule per distinct text (WavePlans keys on it).
-        # PostgreSQL rows carry the text; SQLite's come decoded.
+        # Rows read with one cache share one decoded rule per distinct text (WavePlans keys
+        # on it). PostgreSQL rows carry the text; SQLite's come decoded.
         rule = self.recurrence
         text = rule if isinstance(rule, str) else json.dumps(rule, sort_keys=True)
         self.recurrence = recurrences.get(text) or recurrences.setdefault(
@@ -62,45 +58,58 @@ class DueSchedule:
 def materialize_due(*, batch_size: int | None = None, buckets=None) -> MaterializeStats:
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run.
-    Their catch-up is planned before the transaction (runs/authority/planning.py)."""
+    Catch-up planning under the locks stays within bounds (runs/authority/planning.py): a
+    schedule whose plan could take long is planned after the commit and written in a
+    second transaction."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
-    refuse_callers_transaction()
-    plans, candidates = _plan_due(batch_size, buckets)
-    if not candidates:
-        return MaterializeStats()
+    recurrences: dict[str, dict] = {}
     with transaction.atomic(durable=True):
-        schedules = _lock_planned(plans, candidates)
+        schedules = _lock_due(authority_now(), batch_size, buckets, recurrences)
         if not schedules:
             return MaterializeStats()
-        now = authority_now()
-        stats = _materialize(schedules, now, plan_of=plans.planned)
-    metrics.MATERIALIZED.inc(stats.queued + stats.pending)
-    failpoint("after_materialize_commit")
+        plans = WavePlans(authority_now(), recurrences=recurrences)
+        planned, too_long = plan_within_budget(plans, schedules, walk_limit=WALK_UNDER_LOCK)
+        stats = _materialize(planned, plans.now, plan_of=plans.planned) if planned else MaterializeStats()
+    _committed(stats)
+    if too_long:
+        stats.add(_materialize_planned_first(too_long, recurrences))
     return stats
 
 
-def _plan_due(batch_size: int, buckets) -> tuple[WavePlans, list[DueSchedule]]:
-    """Outside any transaction: read up to ``batch_size`` schedules due now in ``buckets``
-    (default: all), without locks, and plan as many as one transaction may write.
+def _committed(stats: MaterializeStats) -> None:
+    metrics.MATERIALIZED.inc(stats.queued + stats.pending)
+    failpoint("after_materialize_commit")
+
+
+def _lock_due(now, batch_size: int, buckets, recurrences: dict) -> list[DueSchedule]:
+    """Lock up to ``batch_size`` schedules due at ``now`` in ``buckets`` (default: all).
 
     Buckets are visited from a random offset: concurrent scanners start apart instead of
-    planning (then skipping) the same rows.
+    skipping each other's locked rows.
     """
-    # Each bucket once: a repeated one would return its rows twice and write each instant twice.
+    # Each bucket once: a repeated one would return its rows twice (SKIP LOCKED does not
+    # skip this transaction's own locks) and write each instant twice.
     buckets = list(dict.fromkeys(range(settings.DUE_BUCKETS) if buckets is None else buckets))
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
-    plans = WavePlans(authority_now())
-    rows = due_schedules(PLANNING_FIELDS, buckets, plans.now, batch_size)
-    return plans, plan_within_budget(plans, [DueSchedule(row, plans.recurrences, PLANNING_FIELDS) for row in rows])
+    rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size)
+    return [DueSchedule(row, recurrences) for row in rows]
 
 
-def _lock_planned(plans: WavePlans, candidates: list[DueSchedule]) -> list[DueSchedule]:
-    """Lock the planned candidates (skipping locked ones) and keep those still in the state
-    they were planned from: an edit or another scanner in between leaves them for later."""
-    rows = lock_schedules(MATERIALIZE_FIELDS, [s.id for s in candidates])
-    locked = [DueSchedule(row, plans.recurrences) for row in rows]
-    return [schedule for schedule in locked if plans.planned(schedule) is not None]
+def _materialize_planned_first(schedules: list[DueSchedule], recurrences: dict) -> MaterializeStats:
+    """Schedules whose catch-up could walk too long to plan under their locks: planned with
+    no transaction open, then locked again and written if what their plans were made from
+    is unchanged (an edit or another scanner in between leaves them for a later pass)."""
+    plans = WavePlans(authority_now(), recurrences=recurrences)
+    planned, _ = plan_within_budget(plans, schedules)
+    with transaction.atomic(durable=True):
+        rows = lock_schedules(MATERIALIZE_FIELDS, [s.id for s in planned])
+        unchanged = [s for s in (DueSchedule(row, recurrences) for row in rows) if plans.planned(s)]
+        if not unchanged:
+            return MaterializeStats()
+        stats = _materialize(unchanged, authority_now(), plan_of=plans.planned)
+    _committed(stats)
+    return stats
 
 
 def catch_up_on_resume(schedule: Schedule, now, planned: Planned) -> MaterializeStats:

@@ -1,16 +1,14 @@
-"""Catch-up planning, done before the materializing transaction locks anything.
+"""Catch-up planning within bounds: what a materializing transaction may plan while it holds
+schedule locks, and planning with no transaction open for what it may not.
 
-Planning walks every missed instant of a backlog: after a six-hour outage a minutely
-schedule has 360 of them, a fast rule up to WALK_CAP. Done under the schedule locks, that
-Python work outlasted idle_in_transaction_session_timeout, PostgreSQL killed the session,
-and the same batch failed again forever. So the scanner and resume plan first, lock
-afterwards, and keep a plan only for a row whose planning inputs (first due instant, rule,
-misfire policy, grace) are unchanged; the transaction then only writes rows, at most
-SCAN_ROWS_PER_TRANSACTION of them whatever the backlog.
-
-A plan judges lateness at the authority time read before planning: the moment the scan
-(or the resume) looked, exactly as if it had locked then. Rows still carry the authority
-time of their own transaction.
+Planning walks every missed instant of a backlog. Done for a whole batch under the schedule
+locks, a long scanner outage made that Python work outlast idle_in_transaction_session_timeout;
+PostgreSQL killed the session and the same batch failed again forever. So a transaction plans
+its locked schedules only while their rows fit SCAN_ROWS_PER_TRANSACTION and PLANNING_SECONDS
+have not passed (the rest stay due for the next one), and never a schedule whose plan could
+walk more than WALK_UNDER_LOCK instants: that one is planned after the commit, with no
+transaction open, then locked again and written only if its planning inputs (first due
+instant, rule, misfire policy, grace) are unchanged. Resume plans that way always.
 """
 
 from __future__ import annotations
@@ -23,8 +21,9 @@ from django.db import transaction
 from runs.catch_up import CatchUpPlan, plan_catch_up
 from schedules import recurrence
 
-# Candidates stop being planned after this long, so a backlog's first rows commit soon.
-PLANNING_SECONDS = 1.0
+PLANNING_SECONDS = 1.0  # planning a transaction's batch stops after about this long
+WALK_UNDER_LOCK = 20_000  # instants a plan under locks may walk: ~0.2 s of the slowest rules
+CRON_MIN_PERIOD_SECONDS = 60  # a cron rule fires at most once a minute
 
 Planned = tuple[recurrence.Rule, CatchUpPlan]
 
@@ -34,13 +33,13 @@ class WavePlans:
 
     A wave shares few distinct rules and due instants: each (rule, first due instant,
     misfire policy, grace) is parsed and planned once. Rules are keyed by the identity of
-    their decoded dict, which rows read for one wave share per distinct rule text.
+    their decoded dict, which rows read with one ``recurrences`` cache share per rule text.
     """
 
-    def __init__(self, now, *, from_pause: bool = False):
+    def __init__(self, now, *, from_pause: bool = False, recurrences: dict | None = None):
         self.now = now
         self.from_pause = from_pause
-        self.recurrences: dict[str, dict] = {}  # rule text -> its one decoded dict in this wave
+        self.recurrences = {} if recurrences is None else recurrences  # rule text -> its decoded dict
         self._rules: dict[int, recurrence.Rule] = {}
         self._plans: dict[tuple, Planned] = {}
 
@@ -48,18 +47,22 @@ class WavePlans:
         first_due = schedule.resume_from if self.from_pause else schedule.next_run_at
         return (id(schedule.recurrence), first_due, schedule.misfire_policy, schedule.misfire_grace_seconds)
 
+    def rule(self, schedule) -> recurrence.Rule:
+        rule = self._rules.get(id(schedule.recurrence))
+        if rule is None:
+            rule = self._rules[id(schedule.recurrence)] = recurrence.parse_rule(schedule.recurrence)
+        return rule
+
     def plan(self, schedule) -> Planned | None:
         """The schedule's rule and catch-up plan, planned now unless its key already was;
         None when it has no due instant."""
         key = self.key(schedule)
-        rule_id, first_due, policy, grace = key
+        _, first_due, policy, grace = key
         if first_due is None:
             return None
         planned = self._plans.get(key)
         if planned is None:
-            rule = self._rules.get(rule_id)
-            if rule is None:
-                rule = self._rules[rule_id] = recurrence.parse_rule(schedule.recurrence)
+            rule = self.rule(schedule)
             plan = plan_catch_up(rule, first_due, self.now, policy=policy, grace_seconds=grace,
                                  all_missed=self.from_pause)
             planned = self._plans[key] = (rule, plan)
@@ -69,22 +72,30 @@ class WavePlans:
         """The plan made for exactly this schedule state, if any; never plans."""
         return self._plans.get(self.key(schedule))
 
+    def walk_bound(self, schedule) -> int:
+        """At most how many instants planning the schedule can walk, without walking them."""
+        key = self.key(schedule)
+        if key not in self._plans and key[1] is not None and key[1] < self.now:
+            rule = self.rule(schedule)
+            if rule.kind != "after_completion":
+                period = rule.every_seconds if rule.kind == "interval" else CRON_MIN_PERIOD_SECONDS
+                return int((self.now - key[1]).total_seconds() // period) + 1
+        return 1
 
-def refuse_callers_transaction() -> None:
-    """Planning is an entry point's first step: under a caller's transaction it would hold
-    the caller's locks, the very thing it avoids. Refused as the durable block refuses."""
-    with transaction.atomic(durable=True):
-        pass
 
-
-def plan_within_budget(plans: WavePlans, candidates: list) -> list:
+def plan_within_budget(plans: WavePlans, candidates: list, *, walk_limit: int | None = None) -> tuple[list, list]:
     """Plan candidates in due order while their rows fit one transaction
-    (SCAN_ROWS_PER_TRANSACTION) and PLANNING_SECONDS have not passed; returns those that
-    fit. The first candidate always does, so every call makes progress."""
+    (SCAN_ROWS_PER_TRANSACTION) and PLANNING_SECONDS have not passed; the first one always
+    fits, so every call makes progress. A candidate whose plan could walk more than
+    ``walk_limit`` instants is not planned here. Returns (planned, too long to plan here);
+    candidates past the budget are in neither and stay due."""
     budget = settings.SCAN_ROWS_PER_TRANSACTION
     started = time.monotonic()
-    chosen, rows = [], 0
+    chosen, deferred, rows = [], [], 0
     for schedule in candidates:
+        if walk_limit is not None and plans.walk_bound(schedule) > walk_limit:
+            deferred.append(schedule)
+            continue
         planned = plans.plan(schedule)
         if planned is None:
             continue
@@ -92,10 +103,17 @@ def plan_within_budget(plans: WavePlans, candidates: list) -> list:
         if chosen and (rows > budget or time.monotonic() - started > PLANNING_SECONDS):
             break
         chosen.append(schedule)
-    return chosen
+    return chosen, deferred
 
 
 def plan_rows(plan: CatchUpPlan) -> int:
     """Occurrence rows the plan writes (run, skipped, range record), each at most with one
     outbox row."""
     return len(plan.run) + len(plan.skipped) + (1 if plan.skipped_range else 0)
+
+
+def refuse_callers_transaction() -> None:
+    """Planning first is an entry point's first step: under a caller's transaction it would
+    hold the caller's locks, the very thing it avoids. Refused as a durable block refuses."""
+    with transaction.atomic(durable=True):
+        pass

@@ -1,6 +1,7 @@
-"""Issue 19, defect 3: a long scanner outage must not stop materialization. Catch-up is
-planned before the transaction locks anything, a transaction writes a bounded number of
-rows whatever the backlog, and resume plans before it locks the schedule too."""
+"""Issue 19, defect 3: a long scanner outage must not stop materialization. A transaction
+plans and writes a bounded amount whatever the backlog; a schedule whose plan could walk
+too long is planned with no transaction open and written only if unchanged; resume plans
+before it locks the schedule."""
 
 from __future__ import annotations
 
@@ -27,17 +28,17 @@ BACKLOG = timedelta(hours=6)
 MINUTELY_INSTANTS = 360  # in a six-hour backlog, give or take the instant at either end
 
 
-def minutely_schedules(tenant, n: int, *, backlog=BACKLOG, **policy) -> list[Schedule]:
-    """``n`` schedules every 60 s, overdue by ``backlog`` (a stopped scanner). Their anchors
-    differ by whole days (before any instant a test uses), so no two share a rule and every
-    one is planned on its own."""
+def minutely_schedules(tenant, n: int, *, backlog=BACKLOG, every_seconds: int = 60, **policy) -> list[Schedule]:
+    """``n`` schedules every ``every_seconds`` (a minute unless said), overdue by ``backlog``
+    (a stopped scanner). Their anchors differ by whole days (before any instant a test
+    uses), so no two share a rule and every one is planned on its own."""
     start = authority_now().replace(microsecond=0) - backlog
     schedules = []
     for i in range(n):
         anchor = (start - timedelta(days=i + 3)).isoformat().replace("+00:00", "Z")
         schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
             "name": f"minutely-{i}", "jobType": "demo.sleep", "params": {"seconds": 0},
-            "recurrence": {"kind": "interval", "everySeconds": 60, "anchor": anchor},
+            "recurrence": {"kind": "interval", "everySeconds": every_seconds, "anchor": anchor},
             "overlapPolicy": "allow", **policy,
         }))
         schedules.append(schedule)
@@ -108,26 +109,45 @@ def test_long_outage__each_transaction_writes_at_most_its_row_budget(tenant, set
 
 
 @pytest.mark.django_db(transaction=True)
-def test_long_outage__plans_outside_the_transaction_and_pauses_briefly_inside(tenant, settings, planned_inside):
+def test_long_outage__each_transaction_pauses_briefly_between_statements(tenant, settings):
     settings.SCAN_ROWS_PER_TRANSACTION = 5000
     minutely_schedules(tenant, 40, misfirePolicy="skip", misfireGraceSeconds=0)
+
     with transaction_gaps() as gaps:
         scan_until_caught_up()
 
-    assert len(planned_inside) >= 40 and not any(planned_inside)
-    # Writing 5,000 rows is the only Python work left inside: far below the 10 s timeout.
+    # Planning 13 schedules' 361 instants and writing 5,000 rows is all the Python work
+    # inside one transaction: far below the 10 s idle-in-transaction timeout.
     assert max(gaps) < 2.0
     assert Run.objects.filter(state=RunState.SKIPPED).count() >= 40 * MINUTELY_INSTANTS
 
 
-def test_plan_then_lock__schedule_edited_in_between__its_plan_is_not_written(tenant, monkeypatch):
-    edited, other = minutely_schedules(tenant, 2, misfirePolicy="latest_only")
+@pytest.mark.django_db(transaction=True)
+def test_backlog_too_long_to_walk_under_locks__planned_with_no_transaction_open(tenant, planned_inside):
+    # Every second for 12 hours: 43,200 instants, more than a plan may walk under locks.
+    schedules = minutely_schedules(tenant, 2, backlog=timedelta(hours=12), every_seconds=1,
+                                   misfirePolicy="skip", misfireGraceSeconds=0)
+
+    stats = authority.materialize_due()
+
+    assert stats.schedules == 2 and planned_inside == [False, False]
+    for schedule in schedules:
+        runs = list(Run.objects.filter(schedule=schedule).order_by("scheduled_at"))
+        assert {(r.state, r.skip_reason) for r in runs} == {(RunState.SKIPPED, SkipReason.MISFIRE)}
+        assert len(runs) == SKIPPED_RECORDS_CAP + 1 and runs[0].skipped_count
+        schedule.refresh_from_db()
+        assert sum(r.skipped_count or 1 for r in runs) == (schedule.next_run_at - runs[0].scheduled_at).seconds
+
+
+def test_planned_first__schedule_edited_before_it_is_locked_again__plan_not_written(tenant, monkeypatch):
+    edited, other = minutely_schedules(tenant, 2, backlog=timedelta(hours=12), every_seconds=1,
+                                       misfirePolicy="skip", misfireGraceSeconds=0)
     original = materialize.plan_within_budget
 
-    def plan_then_edit(plans, candidates):
-        chosen = original(plans, candidates)
-        # A client changes the misfire policy after the plan was made with the old one.
-        Schedule.objects.filter(id=edited.id).update(misfire_policy="skip", misfire_grace_seconds=0)
+    def plan_then_edit(plans, candidates, **limits):
+        chosen = original(plans, candidates, **limits)
+        if not limits:  # planned with no transaction open: a client edits the policy meanwhile
+            Schedule.objects.filter(id=edited.id).update(misfire_policy="latest_only")
         return chosen
 
     monkeypatch.setattr(materialize, "plan_within_budget", plan_then_edit)
@@ -135,12 +155,11 @@ def test_plan_then_lock__schedule_edited_in_between__its_plan_is_not_written(ten
 
     assert stats.schedules == 1
     assert not Run.objects.filter(schedule=edited).exists()
-    assert Run.objects.filter(schedule=other, state=RunState.QUEUED).count() == 1
+    assert Run.objects.filter(schedule=other).count() == SKIPPED_RECORDS_CAP + 1
     monkeypatch.undo()
 
     authority.materialize_due()  # planned again, under the policy now in force
-    assert not Run.objects.filter(schedule=edited).exclude(state=RunState.SKIPPED).exists()
-    assert Run.objects.filter(schedule=edited).count() in (MINUTELY_INSTANTS, MINUTELY_INSTANTS + 1)
+    assert Run.objects.filter(schedule=edited, state=RunState.QUEUED).count() == 1
 
 
 def paused_for(schedule: Schedule, pause: timedelta) -> None:
