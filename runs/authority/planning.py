@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.db import transaction
 
 from runs.catch_up import CatchUpPlan, plan_catch_up
 from schedules import recurrence
@@ -111,9 +110,3 @@ def plan_rows(plan: CatchUpPlan) -> int:
     outbox row."""
     return len(plan.run) + len(plan.skipped) + (1 if plan.skipped_range else 0)
 
-
-def refuse_callers_transaction() -> None:
-    """Planning first is an entry point's first step: under a caller's transaction it would
-    hold the caller's locks, the very thing it avoids. Refused as a durable block refuses."""
-    with transaction.atomic(durable=True):
-        pass

@@ -12,7 +12,7 @@ from schedules import recurrence
 from schedules.locks import lock_schedule
 from schedules.models import Schedule, Tenant
 from runs.authority.materialize import catch_up_on_resume
-from runs.authority.planning import Planned, WavePlans, refuse_callers_transaction
+from runs.authority.planning import Planned, WavePlans
 from runs.models import ACTIVE_STATES, Trigger
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import InvalidState
@@ -25,7 +25,8 @@ PLANNED_FROM = ("paused", "paused_at", "resume_from", "recurrence", "misfire_pol
 
 def schedule_resume(*, tenant: Tenant, schedule_id: str) -> Schedule:
     """Resume applies the misfire policy to the instants missed while paused."""
-    refuse_callers_transaction()
+    with transaction.atomic(durable=True):
+        pass  # refused inside a caller's transaction, before planning, as the one below would be
     for _ in range(RESUME_TRIES):
         seen, now, planned = _plan_resume(tenant, schedule_id)
         with transaction.atomic(durable=True):
