@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import dj_database_url
+from scheduler_project.database_url import parse_database_url
+
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SCHEDULER_VAR_DIR", BASE_DIR / "var"))
@@ -91,7 +92,8 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------
 EMBEDDED_DATABASE_PATH = VAR_DIR / "scheduler.sqlite3"
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{EMBEDDED_DATABASE_PATH}"
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# Several hosts (postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write) for failover.
+DATABASES = {"default": parse_database_url(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Embedded mode: WAL so readers never block the writer, IMMEDIATE so every
     # transaction takes the write lock up front (no upgrade deadlocks), and a busy
@@ -208,6 +210,10 @@ DUE_BUCKETS = 64
 SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 1000)
 # Modules holding @scheduler_job declarations beyond the installed apps' `jobs` modules.
 SCHEDULER_JOB_MODULES = env_list("SCHEDULER_JOB_MODULES")
+
+# Occurrence rows (runs and skipped records) one materializing transaction writes at most:
+# a long outage's catch-up spreads over transactions that stay far below the idle timeout.
+SCAN_ROWS_PER_TRANSACTION = env_int("SCAN_ROWS_PER_TRANSACTION", 20000)
 # Failpoints for fault-injection tests; comma-separated names, empty in production.
 FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)
 

@@ -9,12 +9,12 @@ from django.db import transaction
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from schedules import recurrence
 from schedules.models import JobType, Schedule, ScheduleRevision
+from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
 from runs.authority.transitions import dispatch_row
-from runs.catch_up import CatchUpPlan, plan_catch_up
+from runs.catch_up import CatchUpPlan
 from runs import metrics
-from runs.authority.sql import bulk_insert, bulk_set, lock_due_schedules
+from runs.authority.sql import bulk_insert, bulk_set, lock_due_schedules, lock_schedules
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -46,11 +46,13 @@ class DueSchedule:
     def __init__(self, row, recurrences: dict):
         for name, value in zip(MATERIALIZE_FIELDS, row):
             setattr(self, name, value)
-        # Rows of a wave share one decoded rule per distinct text (_materialize keys on it).
-        if isinstance(self.recurrence, str):
-            self.recurrence = recurrences.get(self.recurrence) or recurrences.setdefault(
-                self.recurrence, json.loads(self.recurrence)
-            )
+        # Rows read with one cache share one decoded rule per distinct text (WavePlans keys
+        # on it). PostgreSQL rows carry the text; SQLite's come decoded.
+        rule = self.recurrence
+        text = rule if isinstance(rule, str) else json.dumps(rule, sort_keys=True)
+        self.recurrence = recurrences.get(text) or recurrences.setdefault(
+            text, json.loads(text) if isinstance(rule, str) else rule
+        )
 
 
 @dataclass
@@ -64,23 +66,36 @@ class ScanCycle:
 def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanCycle | None = None) -> MaterializeStats:
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run.
-    Without a `cycle`, this call is a scan cycle of its own."""
+    Without a `cycle`, this call is a scan cycle of its own. Catch-up planning under the
+    locks stays within bounds (runs/authority/planning.py): a schedule whose plan could take
+    long is planned after the commit and written in a second transaction."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
+    recurrences: dict[str, dict] = {}
     with transaction.atomic(durable=True):
-        schedules = _lock_due(authority_now(), batch_size, buckets, held=cycle.held if cycle else ())
+        schedules = _lock_due(authority_now(), batch_size, buckets, recurrences, held=cycle.held if cycle else ())
         if not schedules:
             return MaterializeStats()
-        now = authority_now()
-        stats = _materialize(schedules, now)
+        plans = WavePlans(authority_now(), recurrences=recurrences)
+        planned, too_long = plan_within_budget(plans, schedules, walk_limit=WALK_UNDER_LOCK)
+        stats = _materialize(planned, plans.now, plan_of=plans.planned) if planned else MaterializeStats()
+    _committed(stats)
+    written = planned
+    if too_long:
+        later, written_later = _materialize_planned_first(too_long, recurrences)
+        stats.add(later)
+        written = planned + written_later
     if cycle is not None:
         # Still due after materializing: only a run_all backlog beyond this cycle's share.
-        cycle.held.update(s.id for s in schedules if s.next_run_at is not None and s.next_run_at <= now)
-    metrics.MATERIALIZED.inc(stats.queued + stats.pending)
-    failpoint("after_materialize_commit")
+        cycle.held.update(s.id for s in written if s.next_run_at is not None and s.next_run_at <= plans.now)
     return stats
 
 
-def _lock_due(now, batch_size: int, buckets, *, held=()) -> list[DueSchedule]:
+def _committed(stats: MaterializeStats) -> None:
+    metrics.MATERIALIZED.inc(stats.queued + stats.pending)
+    failpoint("after_materialize_commit")
+
+
+def _lock_due(now, batch_size: int, buckets, recurrences: dict, *, held=()) -> list[DueSchedule]:
     """Lock up to ``batch_size`` schedules due at ``now`` in ``buckets`` (default: all),
     except the ``held`` ones.
 
@@ -93,38 +108,43 @@ def _lock_due(now, batch_size: int, buckets, *, held=()) -> list[DueSchedule]:
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
     rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size, exclude=list(held))
-    recurrences: dict[str, dict] = {}
     return [DueSchedule(row, recurrences) for row in rows]
 
 
-def catch_up_on_resume(schedule: Schedule, now) -> MaterializeStats:
-    """Apply the misfire policy to the instants missed while paused (schedule is locked)."""
-    return _materialize([schedule], now, from_pause=True)
+def _materialize_planned_first(schedules: list[DueSchedule], recurrences: dict) -> tuple[MaterializeStats, list]:
+    """Schedules whose catch-up could walk too long to plan under their locks: planned with
+    no transaction open, then locked again and written if what their plans were made from
+    is unchanged (an edit or another scanner in between leaves them for a later pass).
+    Returns what it wrote and the schedules it wrote them for."""
+    plans = WavePlans(authority_now(), recurrences=recurrences)
+    planned, _ = plan_within_budget(plans, schedules)
+    with transaction.atomic(durable=True):
+        rows = lock_schedules(MATERIALIZE_FIELDS, [s.id for s in planned])
+        unchanged = [s for s in (DueSchedule(row, recurrences) for row in rows) if plans.planned(s)]
+        if not unchanged:
+            return MaterializeStats(), []
+        stats = _materialize(unchanged, authority_now(), plan_of=plans.planned)
+    _committed(stats)
+    return stats, unchanged
 
 
-def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False) -> MaterializeStats:
+def catch_up_on_resume(schedule: Schedule, now, planned: Planned) -> MaterializeStats:
+    """Apply the misfire policy to the instants missed while paused (schedule is locked),
+    as ``planned`` before the lock (runs/authority/resume.py)."""
+    return _materialize([schedule], now, from_pause=True, plan_of=lambda _: planned)
+
+
+def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False, plan_of=None) -> MaterializeStats:
+    """Write the schedules' occurrences as ``plan_of`` (default: planned here, at ``now``)."""
+    plan_of = plan_of or WavePlans(now, from_pause=from_pause).plan
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types)
     wave = _Wave(now, _waiting_counts(schedules), len(schedules))
-    # A wave shares few distinct rules and due instants: parse and plan each once. Rules are
-    # keyed by the identity of their dict, which _lock_due shares per distinct rule text.
-    rules: dict[int, recurrence.Rule] = {}
-    plans: dict[tuple, CatchUpPlan] = {}
     for schedule in schedules:
-        first_due = schedule.resume_from if from_pause else schedule.next_run_at
-        if first_due is None:
+        planned = plan_of(schedule)
+        if planned is None:
             continue
-        rule_key = id(schedule.recurrence)
-        rule = rules.get(rule_key) or rules.setdefault(rule_key, recurrence.parse_rule(schedule.recurrence))
-        plan_key = (rule_key, first_due, schedule.misfire_policy, schedule.misfire_grace_seconds)
-        plan = plans.get(plan_key) or plans.setdefault(plan_key, plan_catch_up(
-            rule,
-            first_due,
-            now,
-            policy=schedule.misfire_policy,
-            grace_seconds=schedule.misfire_grace_seconds,
-            all_missed=from_pause,
-        ))
+        rule, plan = planned
         base = _run_base(schedule, payloads[schedule.id], now)
         wave.skip_missed(base, plan)
         wave.add_instants(schedule, base, plan.run)

@@ -113,6 +113,23 @@ def register_upload(
         cursor.execute(sql, [key, content_type, attempt_id, run_id, fence, fence, worker_token_id, worker_token_id])
         return cursor.fetchone()
 
+def lock_schedules(fields, ids: list[str]) -> list[tuple]:
+    """Lock the unpaused, undeleted schedules among ``ids``, skipping locked ones; rows of
+    ``fields`` as lock_due_schedules returns them. The caller compares them with what it read."""
+    if connection.vendor != "postgresql":
+        live = Schedule.objects.select_for_update(skip_locked=True).filter(
+            id__in=ids, paused=False, deleted_at__isnull=True
+        )
+        return list(live.values_list(*fields))
+    columns = ", ".join(f'"{Schedule._meta.get_field(name).column}"' for name in fields)
+    sql = (
+        f"SELECT {columns} FROM {Schedule._meta.db_table}"
+        f" WHERE id = ANY(%s) AND NOT paused AND deleted_at IS NULL FOR UPDATE SKIP LOCKED"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ids])
+        return cursor.fetchall()
+
 
 def running_count():
     """A tenant's running runs, as an annotation of a tenant query. On PostgreSQL the count

@@ -17,11 +17,11 @@ Whatever was killed, paused or disconnected, afterwards:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from objectstore import ObjectMissing, get_object_store
+from objectstore import get_object_store
+from runs.integrity import missing_or_altered
 from runs.models import (
     TERMINAL_STATES,
     Attempt,
@@ -35,7 +35,6 @@ from runs.models import (
 from schedules import recurrence
 from schedules.models import Schedule
 
-HEAD_THREADS = 8
 SHOWN = 5  # examples per kind of problem in an assertion message
 
 
@@ -202,14 +201,5 @@ def _check_result(report, run: Run, objects: list[StoredObject]) -> None:
 
 
 def _check_objects_exist(report, succeeded: list[Run], store) -> None:
-    def head(run):
-        try:
-            stored = store.head(run.result_key, run.result_version_id)
-        except ObjectMissing:
-            return f"{run.id}: {run.result_key}@{run.result_version_id} missing from the store"
-        if stored.checksum != run.result_checksum:
-            return f"{run.id}: store has {stored.checksum}, run records {run.result_checksum}"
-        return None
-
-    with ThreadPoolExecutor(HEAD_THREADS) as pool:
-        report.result_problems += [p for p in pool.map(head, succeeded) if p]
+    rows = [(run.result_key, run.result_version_id, run.result_checksum) for run in succeeded]
+    report.result_problems += missing_or_altered(rows, store)

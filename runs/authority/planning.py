@@ -1,0 +1,112 @@
+"""Catch-up planning within bounds: what a materializing transaction may plan while it holds
+schedule locks, and planning with no transaction open for what it may not.
+
+Planning walks every missed instant of a backlog. Done for a whole batch under the schedule
+locks, a long scanner outage made that Python work outlast idle_in_transaction_session_timeout;
+PostgreSQL killed the session and the same batch failed again forever. So a transaction plans
+its locked schedules only while their rows fit SCAN_ROWS_PER_TRANSACTION and PLANNING_SECONDS
+have not passed (the rest stay due for the next one), and never a schedule whose plan could
+walk more than WALK_UNDER_LOCK instants: that one is planned after the commit, with no
+transaction open, then locked again and written only if its planning inputs (first due
+instant, rule, misfire policy, grace) are unchanged. Resume plans that way always.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+
+from runs.catch_up import CatchUpPlan, plan_catch_up
+from schedules import recurrence
+
+PLANNING_SECONDS = 1.0  # planning a transaction's batch stops after about this long
+WALK_UNDER_LOCK = 20_000  # instants a plan under locks may walk: ~0.2 s of the slowest rules
+CRON_MIN_PERIOD_SECONDS = 60  # a cron rule fires at most once a minute
+
+Planned = tuple[recurrence.Rule, CatchUpPlan]
+
+
+class WavePlans:
+    """The rules and catch-up plans of one wave, judged at authority time ``now``.
+
+    A wave shares few distinct rules and due instants: each (rule, first due instant,
+    misfire policy, grace) is parsed and planned once. Rules are keyed by the identity of
+    their decoded dict, which rows read with one ``recurrences`` cache share per rule text.
+    """
+
+    def __init__(self, now, *, from_pause: bool = False, recurrences: dict | None = None):
+        self.now = now
+        self.from_pause = from_pause
+        self.recurrences = {} if recurrences is None else recurrences  # rule text -> its decoded dict
+        self._rules: dict[int, recurrence.Rule] = {}
+        self._plans: dict[tuple, Planned] = {}
+
+    def key(self, schedule) -> tuple:
+        first_due = schedule.resume_from if self.from_pause else schedule.next_run_at
+        return (id(schedule.recurrence), first_due, schedule.misfire_policy, schedule.misfire_grace_seconds)
+
+    def rule(self, schedule) -> recurrence.Rule:
+        rule = self._rules.get(id(schedule.recurrence))
+        if rule is None:
+            rule = self._rules[id(schedule.recurrence)] = recurrence.parse_rule(schedule.recurrence)
+        return rule
+
+    def plan(self, schedule) -> Planned | None:
+        """The schedule's rule and catch-up plan, planned now unless its key already was;
+        None when it has no due instant."""
+        key = self.key(schedule)
+        _, first_due, policy, grace = key
+        if first_due is None:
+            return None
+        planned = self._plans.get(key)
+        if planned is None:
+            rule = self.rule(schedule)
+            plan = plan_catch_up(rule, first_due, self.now, policy=policy, grace_seconds=grace,
+                                 all_missed=self.from_pause)
+            planned = self._plans[key] = (rule, plan)
+        return planned
+
+    def planned(self, schedule) -> Planned | None:
+        """The plan made for exactly this schedule state, if any; never plans."""
+        return self._plans.get(self.key(schedule))
+
+    def walk_bound(self, schedule) -> int:
+        """At most how many instants planning the schedule can walk, without walking them."""
+        key = self.key(schedule)
+        if key not in self._plans and key[1] is not None and key[1] < self.now:
+            rule = self.rule(schedule)
+            if rule.kind != "after_completion":
+                period = rule.every_seconds if rule.kind == "interval" else CRON_MIN_PERIOD_SECONDS
+                return int((self.now - key[1]).total_seconds() // period) + 1
+        return 1
+
+
+def plan_within_budget(plans: WavePlans, candidates: list, *, walk_limit: int | None = None) -> tuple[list, list]:
+    """Plan candidates in due order while their rows fit one transaction
+    (SCAN_ROWS_PER_TRANSACTION) and PLANNING_SECONDS have not passed; the first one always
+    fits, so every call makes progress. A candidate whose plan could walk more than
+    ``walk_limit`` instants is not planned here. Returns (planned, too long to plan here);
+    candidates past the budget are in neither and stay due."""
+    budget = settings.SCAN_ROWS_PER_TRANSACTION
+    started = time.monotonic()
+    chosen, deferred, rows = [], [], 0
+    for schedule in candidates:
+        if walk_limit is not None and plans.walk_bound(schedule) > walk_limit:
+            deferred.append(schedule)
+            continue
+        planned = plans.plan(schedule)
+        if planned is None:
+            continue
+        rows += plan_rows(planned[1])
+        if chosen and (rows > budget or time.monotonic() - started > PLANNING_SECONDS):
+            break
+        chosen.append(schedule)
+    return chosen, deferred
+
+
+def plan_rows(plan: CatchUpPlan) -> int:
+    """Occurrence rows the plan writes (run, skipped, range record), each at most with one
+    outbox row."""
+    return len(plan.run) + len(plan.skipped) + (1 if plan.skipped_range else 0)
+

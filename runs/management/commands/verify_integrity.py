@@ -1,0 +1,43 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.integrity import verify_integrity
+
+
+class Command(BaseCommand):
+    help = (
+        "Check the scheduler's invariants on this database (and its object store): one occurrence "
+        "per instant, one canonical result per succeeded run present in the store, no retained "
+        "result deleted, a dispatch row for every queued run, consistent fences. Prints what it "
+        "found; exits 1 on any violation."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--skip-store", action="store_true", help="do not HEAD result objects in the store")
+        parser.add_argument("--json", action="store_true", dest="as_json", help="one JSON document instead of text")
+
+    def handle(self, *args, skip_store, as_json, **options):
+        counts, checks = verify_integrity(check_store=not skip_store)
+        violated = [check for check in checks if not check.ok]
+        if as_json:
+            self.stdout.write(_as_json(counts, checks))
+        else:
+            self.stdout.write("found: " + ", ".join(f"{name}={n}" for name, n in counts.items()))
+            for check in checks:
+                verdict = "ok" if check.ok else f"VIOLATED {check.violations}"
+                self.stdout.write(f"{check.invariant}: {check.checked} checked, {verdict}")
+                for example in check.examples:
+                    self.stdout.write(f"    {example}")
+        if violated:
+            raise CommandError(f"{len(violated)} of {len(checks)} invariants violated")
+
+
+def _as_json(counts: dict, checks) -> str:
+    return json.dumps({
+        "found": counts,
+        "checks": [
+            {"invariant": c.invariant, "checked": c.checked, "violations": c.violations, "examples": c.examples}
+            for c in checks
+        ],
+    })
