@@ -6,18 +6,24 @@ its completion until the database answers (issue 19, defect 1)."""
 import time
 
 import pytest
+from django.db import connection
 
 from runs.models import Attempt, AttemptState, Run
+from schedules.models import JobType
+from tests.chaos.system import Load
 from tests.recovery.drills import integrity
 
 pytestmark = pytest.mark.slow
 
 BURST = 240
 OUTAGE_SECONDS = 15
+LEASE_SECONDS = 45  # outlives the outage (the chaos suite's own leases are 3 s)
 
 
 def test_drill__database_restart_mid_burst__nothing_lost_no_attempt_wasted(primary, chaos):
-    load = chaos.burst(BURST, seconds=(0.5, 2.0))
+    load = Load(chaos.tenant())
+    JobType.objects.filter(name="demo.sleep").update(default_lease_seconds=LEASE_SECONDS)
+    chaos.burst(BURST, seconds=(0.5, 2.0), load=load)
     chaos.start(workers=2, concurrency=4)
     chaos.wait_terminal(load, BURST // 4)
     running = chaos.wait_running(chaos.worker_label("worker-1"))  # a worker is mid-job right now
@@ -27,12 +33,13 @@ def test_drill__database_restart_mid_burst__nothing_lost_no_attempt_wasted(prima
     time.sleep(OUTAGE_SECONDS)
     primary.start()
     outage = time.monotonic() - down_at
+    connection.close()  # this test process reconnects too
 
     chaos.settle(load)
     report = chaos.check(load)  # every run terminal, one occurrence and one result each
     attempts = Attempt.objects.filter(run_id__in=load.run_ids)
     wasted = attempts.exclude(state=AttemptState.SUCCEEDED).count()
-    # Leases (30 s) outlive the outage: the attempts in flight during it complete themselves.
+    # Leases outlive the outage: the attempts in flight during it complete themselves.
     assert wasted == 0, list(attempts.exclude(state=AttemptState.SUCCEEDED).values_list("run_id", "state", "error"))
     assert all(Run.objects.get(id=a.run_id).accepted_attempt_id == a.id for a in running)
     checked = integrity(primary.url(), chaos.processes.env)
