@@ -4,6 +4,7 @@ from django.urls import path
 
 from runs.views import RunCancelView, RunDetailView, RunResultView
 from schedules.views import (
+    JobTypeListView,
     ScheduleCollectionView,
     ScheduleDetailView,
     SchedulePauseView,
@@ -14,6 +15,7 @@ from schedules.views import (
 from workers.views import ClaimView, CompleteView, HeartbeatView, ResultUploadView
 
 urlpatterns = [
+    path("job-types", JobTypeListView.as_view(), name="job-type-list"),
     path("schedules", ScheduleCollectionView.as_view(), name="schedule-list"),
     # Before schedules/<id>, so "preview" is never taken for an id.
     path("schedules/preview", SchedulePreviewView.as_view(), name="schedule-preview"),

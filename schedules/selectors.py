@@ -1,7 +1,7 @@
 """Schedule reads, always scoped to the calling tenant."""
 
 from schedules import recurrence
-from schedules.models import Schedule, Tenant
+from schedules.models import JobType, Schedule, Tenant
 from scheduler_project.errors import NotFound
 
 
@@ -35,3 +35,8 @@ def schedule_local_next_run(schedule: Schedule) -> str | None:
     zone = schedule.recurrence.get("timezone") if isinstance(schedule.recurrence, dict) else None
     return recurrence.render_local(zone or "UTC", schedule.next_run_at)
 
+
+
+def job_types_allowed(*, tenant: Tenant) -> list[JobType]:
+    """The enabled job types this tenant may schedule, by name."""
+    return list(tenant.allowed_job_types.filter(enabled=True).order_by("name"))

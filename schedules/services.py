@@ -11,6 +11,7 @@ from schedules import recurrence
 from schedules.models import JobType, RequestKey, Schedule, ScheduleRevision, Tenant
 from schedules.specs import ScheduleSpec, default_payload, validate_params, validate_retry
 from schedules.locks import lock_schedule
+from schedules.selectors import job_types_allowed
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import (
     IdempotencyConflict,
@@ -30,7 +31,12 @@ def schedule_create(
     """
     job_type = JobType.objects.filter(name=spec.job_type, enabled=True).first()
     if job_type is None:
-        raise InvalidRequest(f"unknown job type {spec.job_type[:100]!r}", field="jobType")
+        valid = [allowed.name for allowed in job_types_allowed(tenant=tenant)]
+        raise InvalidRequest(
+            f"unknown job type {spec.job_type[:100]!r}; valid job types: {', '.join(valid) or 'none'}",
+            field="jobType",
+            details={"validJobTypes": valid},
+        )
     spec = spec.anchored(authority_now())
     payload = spec.payload_over(default_payload(job_type))
     validate_params(job_type, payload["params"])

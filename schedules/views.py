@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from runs.authority import run_once, schedule_resume
 from runs.selectors import history_watermark, runs_page
-from schedules.selectors import schedule_get, schedule_get_for_history, schedules_list
+from schedules.selectors import job_types_allowed, schedule_get, schedule_get_for_history, schedules_list
 from schedules.services import (
     schedule_create,
     schedule_delete,
@@ -19,7 +19,11 @@ from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body
 from scheduler_project.clock import instant
-from scheduler_project.http.representations import run_representation, schedule_representation
+from scheduler_project.http.representations import (
+    job_type_representation,
+    run_representation,
+    schedule_representation,
+)
 from scheduler_project.http.schedule_requests import (
     PreviewSerializer,
     RunOnceSerializer,
@@ -307,3 +311,22 @@ class ScheduleRunsView(TenantAPIView):
             request_hash=request_hash(body),
         )
         return Response(run_representation(run), status=_created_status(created))
+
+
+class JobTypeListView(TenantAPIView):
+    @extend_schema(
+        operation_id="job_types_list",
+        summary="List the job types this tenant may use",
+        description=(
+            "Every enabled job type the caller may schedule, by name: the JSON Schema its `params` "
+            "must match, its resource class, the default lease of a claim, its timeout, and the retry "
+            "policy a new schedule of that type starts with. A schedule naming any other job type is "
+            "400 `invalid_request` on `jobType` (or 403 `job_type_forbidden` for an existing type the "
+            "tenant may not use)."
+        ),
+        examples=api_docs.JOB_TYPES,
+        tags=["job types"],
+        responses={200: schemas.JobTypeListSerializer, **error_responses(401, 403)},
+    )
+    def get(self, request):
+        return Response({"results": [job_type_representation(t) for t in job_types_allowed(tenant=request.tenant)]})

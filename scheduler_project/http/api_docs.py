@@ -110,6 +110,15 @@ RUN_RESULT = [_example("Signed link", {
     "url": "https://scheduler.example.com/api/v1/objects/.eJxFjMsOwiAUBf-FtUkvSOm5_RlzKWBTH1H6rvHfZedmNjOZj7qpVuX5",
     "expiresAt": "2026-12-03T06:39:21Z", "checksum": CHECKSUM,
 }, response=True, status=200)]
+JOB_TYPES = [_example("Two job types", {"results": [
+    {"name": "demo.sleep", "resourceClass": "short", "paramsSchema": BUILTIN_JOB_TYPES["demo.sleep"]["params_schema"],
+     "paramsSchemaVersion": 1, "leaseSeconds": 30, "timeoutSeconds": 3600,
+     "retry": {"maxAttempts": 3, "initialDelaySeconds": 5, "maxDelaySeconds": 300}, "uncertainEffectPolicy": "retry"},
+    {"name": "report.sales", "resourceClass": "short",
+     "paramsSchema": BUILTIN_JOB_TYPES["report.sales"]["params_schema"],
+     "paramsSchemaVersion": 1, "leaseSeconds": 30, "timeoutSeconds": 300,
+     "retry": {"maxAttempts": 3, "initialDelaySeconds": 5, "maxDelaySeconds": 300}, "uncertainEffectPolicy": "hold"},
+]}, response=True, status=200)]
 CLAIM = [
     _example("Short jobs, 30 s lease", {"workerId": "host-a/1", "resourceClasses": ["short"], "leaseSeconds": 30},
              request=True),

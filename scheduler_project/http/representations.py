@@ -38,6 +38,23 @@ def schedule_representation(schedule) -> dict:
     }
 
 
+def job_type_representation(job_type) -> dict:
+    return {
+        "name": job_type.name,
+        "resourceClass": job_type.resource_class,
+        "paramsSchema": job_type.params_schema,
+        "paramsSchemaVersion": job_type.params_schema_version,
+        "leaseSeconds": job_type.default_lease_seconds,
+        "timeoutSeconds": job_type.timeout_seconds,
+        "retry": {
+            "maxAttempts": job_type.max_attempts,
+            "initialDelaySeconds": _number(job_type.initial_delay_seconds),
+            "maxDelaySeconds": _number(job_type.max_delay_seconds),
+        },
+        "uncertainEffectPolicy": job_type.uncertain_effect_policy,
+    }
+
+
 def attempt_representation(attempt) -> dict:
     return {
         "attemptId": attempt.id,

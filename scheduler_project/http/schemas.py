@@ -9,7 +9,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from schedules.models import MisfirePolicy, OverlapPolicy, ResourceClass
+from schedules.models import MisfirePolicy, OverlapPolicy, ResourceClass, UncertainEffectPolicy
 from scheduler_project.http.schedule_requests import EffectsSerializer
 from scheduler_project.http.validation import (
     MAX_BIGINT,
@@ -101,6 +101,21 @@ class PreviewInstantSerializer(serializers.Serializer):
 
 class PreviewResponseSerializer(serializers.Serializer):
     instants = PreviewInstantSerializer(many=True)
+
+
+class JobTypeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    resourceClass = serializers.ChoiceField(choices=ResourceClass.values)
+    paramsSchema = serializers.DictField(help_text="JSON Schema (draft 2020-12) that `params` must match")
+    paramsSchemaVersion = serializers.IntegerField()
+    leaseSeconds = serializers.IntegerField(help_text="Default lease of a claim")
+    timeoutSeconds = serializers.IntegerField()
+    retry = ScheduleRetrySerializer(help_text="Default retry policy of a new schedule")
+    uncertainEffectPolicy = serializers.ChoiceField(choices=UncertainEffectPolicy.values)
+
+
+class JobTypeListSerializer(serializers.Serializer):
+    results = JobTypeSerializer(many=True)
 
 
 # --- Runs --------------------------------------------------------------------------------
