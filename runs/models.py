@@ -129,6 +129,8 @@ class Run(models.Model):
         ]
         indexes = [
             models.Index(fields=["schedule", "-scheduled_at", "-id"], name="run_history_idx"),
+            # GET /runs pages a tenant's history across its schedules in this order.
+            models.Index(fields=["tenant", "-scheduled_at", "-id"], name="run_tenant_history_idx"),
             models.Index(
                 fields=["tenant", "due_at", "id"],
                 name="run_claimable_idx",

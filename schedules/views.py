@@ -5,7 +5,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from runs.authority import run_once, schedule_resume
-from runs.selectors import history_watermark, runs_page
+from runs.selectors import runs_page
 from schedules.selectors import job_types_allowed, schedule_get, schedule_get_for_history, schedules_list
 from schedules.services import (
     schedule_create,
@@ -16,7 +16,8 @@ from schedules.services import (
 )
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http import api_docs, schemas
-from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
+from scheduler_project.http.cursors import decode_cursor, encode_cursor
+from scheduler_project.http.history import run_history_body
 from scheduler_project.http.json import json_object_body
 from scheduler_project.clock import instant
 from scheduler_project.http.representations import (
@@ -252,34 +253,12 @@ class ScheduleRunsView(TenantAPIView):
     )
     def get(self, request, schedule_id):
         schedule_id = lookup_id(schedule_id)
-        limit = query_limit(request)
-        scope = f"runs:{schedule_id}"
-        after = None
-        if cursor := query_cursor(request):
-            payload = decode_cursor(scope, cursor)
-            upper_bound = cursor_instant(payload.get("ub"))
-            if not isinstance(payload.get("id"), str):
-                raise InvalidRequest("invalid cursor", field="cursor")
-            after = (cursor_instant(payload.get("at")), payload["id"])
-        else:
-            upper_bound = history_watermark()
-        schedule = schedule_get_for_history(tenant=request.tenant, schedule_id=schedule_id)
-        page = runs_page(schedule=schedule, upper_bound=upper_bound, after=after, limit=limit + 1)
-        next_cursor = None
-        if len(page) > limit:
-            page = page[:limit]
-            last = page[-1]
-            next_cursor = encode_cursor(
-                scope,
-                {"ub": upper_bound.isoformat(), "at": last.scheduled_at.isoformat(), "id": last.id},
-            )
-        return Response(
-            {
-                "results": [run_representation(run) for run in page],
-                "nextCursor": next_cursor,
-                "watermark": instant(upper_bound),
-            }
-        )
+
+        def read_page(**page):
+            schedule = schedule_get_for_history(tenant=request.tenant, schedule_id=schedule_id)
+            return runs_page(schedule=schedule, **page)
+
+        return Response(run_history_body(request, scope=f"runs:{schedule_id}", read_page=read_page))
 
     @extend_schema(
         operation_id="schedules_runs_create",

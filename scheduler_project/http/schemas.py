@@ -6,6 +6,7 @@ serializers also validate, strictly. Schedule and run-once requests are in
 """
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
@@ -272,4 +273,12 @@ CURSOR_PARAMETER = OpenApiParameter("cursor", str, description="Opaque cursor fr
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, description="1 to 255 printable ASCII characters"
 )
+RUN_FILTER_PARAMETERS = [
+    OpenApiParameter(
+        "state", str, description="A run state, or several comma-separated (`failed,canceled`): " + ", ".join(RUN_STATES)
+    ),
+    OpenApiParameter("scheduleId", str, description="Only this schedule's runs (deleted schedules too)"),
+    OpenApiParameter("jobType", str, description="Only runs of this job type"),
+    OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only runs with scheduledAt at or after this instant"),
+]
 FENCE_PARAMETER = OpenApiParameter("fence", int, required=True, description="The attempt's fence")
