@@ -3,6 +3,7 @@
 from django.urls import path
 
 from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunResultView
+from schedules.revision_views import ScheduleInstantsView, ScheduleRevisionsView
 from schedules.views import (
     JobTypeListView,
     ScheduleCollectionView,
@@ -23,6 +24,8 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/pause", SchedulePauseView.as_view(), name="schedule-pause"),
     path("schedules/<str:schedule_id>/resume", ScheduleResumeView.as_view(), name="schedule-resume"),
     path("schedules/<str:schedule_id>/runs", ScheduleRunsView.as_view(), name="schedule-runs"),
+    path("schedules/<str:schedule_id>/revisions", ScheduleRevisionsView.as_view(), name="schedule-revisions"),
+    path("schedules/<str:schedule_id>/preview", ScheduleInstantsView.as_view(), name="schedule-instants"),
     path("runs", RunCollectionView.as_view(), name="run-list"),
     path("runs/<str:run_id>", RunDetailView.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelView.as_view(), name="run-cancel"),

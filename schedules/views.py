@@ -19,9 +19,9 @@ from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.cursors import decode_cursor, encode_cursor
 from scheduler_project.http.history import run_history_body
 from scheduler_project.http.json import json_object_body
-from scheduler_project.clock import instant
 from scheduler_project.http.representations import (
     job_type_representation,
+    preview_representation,
     run_representation,
     schedule_representation,
 )
@@ -136,7 +136,7 @@ class SchedulePreviewView(TenantAPIView):
     )
     def post(self, request):
         instants = schedule_preview(**preview_arguments(json_object_body(request)))
-        return Response({"instants": [{"at": instant(at), "local": local} for at, local in instants]})
+        return Response(preview_representation(instants))
 
 
 class ScheduleDetailView(TenantAPIView):

@@ -38,6 +38,29 @@ def schedule_representation(schedule) -> dict:
     }
 
 
+def preview_representation(instants) -> dict:
+    """The preview answer from `schedule_preview`'s (instant, local rendering) pairs."""
+    return {"instants": [{"at": instant(at), "local": local} for at, local in instants]}
+
+
+def revision_representation(revision) -> dict:
+    """What one revision set, from its immutable payload, with who wrote it and when."""
+    payload = revision.payload
+    return {
+        "revision": revision.revision,
+        "createdAt": instant(revision.created_at),
+        "authorKind": revision.author_kind,
+        "name": payload.get("name"),
+        "params": payload.get("params", {}),
+        "recurrence": payload.get("recurrence"),
+        "misfirePolicy": payload.get("misfirePolicy"),
+        "misfireGraceSeconds": payload.get("misfireGraceSeconds"),
+        "overlapPolicy": payload.get("overlapPolicy"),
+        "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
+        "effects": payload.get("effects", {}),
+    }
+
+
 def job_type_representation(job_type) -> dict:
     return {
         "name": job_type.name,

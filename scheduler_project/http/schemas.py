@@ -10,7 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from schedules.models import MisfirePolicy, OverlapPolicy, ResourceClass, UncertainEffectPolicy
+from schedules.models import AuthorKind, MisfirePolicy, OverlapPolicy, ResourceClass, UncertainEffectPolicy
 from scheduler_project.http.schedule_requests import EffectsSerializer
 from scheduler_project.http.validation import (
     MAX_BIGINT,
@@ -92,6 +92,25 @@ class ScheduleSerializer(serializers.Serializer):
 
 class ScheduleListSerializer(serializers.Serializer):
     results = ScheduleSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
+
+
+class RevisionSerializer(serializers.Serializer):
+    revision = serializers.IntegerField()
+    createdAt = serializers.DateTimeField()
+    authorKind = serializers.ChoiceField(choices=AuthorKind.values, help_text="api: a tenant request; admin: an operator")
+    name = serializers.CharField()
+    params = serializers.DictField()
+    recurrence = serializers.DictField()
+    misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values)
+    misfireGraceSeconds = serializers.IntegerField()
+    overlapPolicy = serializers.ChoiceField(choices=OverlapPolicy.values)
+    retry = ScheduleRetrySerializer()
+    effects = EffectsSerializer()
+
+
+class RevisionListSerializer(serializers.Serializer):
+    results = RevisionSerializer(many=True)
     nextCursor = serializers.CharField(allow_null=True)
 
 
@@ -281,4 +300,6 @@ RUN_FILTER_PARAMETERS = [
     OpenApiParameter("jobType", str, description="Only runs of this job type"),
     OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only runs with scheduledAt at or after this instant"),
 ]
+COUNT_PARAMETER = OpenApiParameter("count", int, description="1 to 100 (default 5)")
+AFTER_PARAMETER = OpenApiParameter("after", OpenApiTypes.DATETIME, description="Exclusive; default now")
 FENCE_PARAMETER = OpenApiParameter("fence", int, required=True, description="The attempt's fence")
