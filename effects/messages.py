@@ -42,6 +42,7 @@ class PreparedDelivery:
     result_content_type: str
     attach: bool
     link_seconds: int
+    result_filename: str = ""  # the job's own file name; "" when it gave none
     request: dict = field(default_factory=dict)
 
 
@@ -122,6 +123,8 @@ def _subject(p: PreparedDelivery) -> str:
 
 
 def _filename(p: PreparedDelivery) -> str:
+    if p.result_filename:
+        return p.result_filename
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", p.schedule_name or "result").strip("-") or "result"
     extension = mimetypes.guess_extension((p.result_content_type or "").split(";")[0].strip()) or ".bin"
     return f"{base}-{p.scheduled_at.strftime('%Y%m%dT%H%M%SZ')}{extension}"

@@ -303,3 +303,6 @@ RUN_FILTER_PARAMETERS = [
 COUNT_PARAMETER = OpenApiParameter("count", int, description="1 to 100 (default 5)")
 AFTER_PARAMETER = OpenApiParameter("after", OpenApiTypes.DATETIME, description="Exclusive; default now")
 FENCE_PARAMETER = OpenApiParameter("fence", int, required=True, description="The attempt's fence")
+FILENAME_PARAMETER = OpenApiParameter(
+    "filename", str, description="The name downloads of the result carry: no path, quote or control character, 1 to 200 characters"
+)

@@ -188,3 +188,19 @@ def test_resolve__refuses_settled_intents_and_unknown_actions(tenant, mailbox):
         call_command("effects", "resolve", f"send-{run.id}", "--as", "retry")
     with pytest.raises(CommandError, match="no effect intent"):
         call_command("effects", "resolve", "send-run_nope", "--as", "sent")
+
+
+def test_email__attachment_and_link_carry_the_jobs_file_name(tenant, mailbox):
+    attached = succeeded_run(tenant, data=REPORT, effects={"email": {"to": ["a@example.com"]}})
+    linked = succeeded_run(tenant, data=REPORT, effects={"email": {"to": ["b@example.com"], "attach": False}})
+    StoredObject.objects.filter(run__in=[attached, linked]).update(filename="sales-us-2026-12-02.csv")
+
+    effects_pass()
+
+    by_recipient = {message["To"]: message for message in read_mailbox(mailbox)}
+    [(filename, _)] = attachments(by_recipient["a@example.com"])
+    assert filename == "sales-us-2026-12-02.csv"
+    body = by_recipient["b@example.com"].get_body(("plain",)).get_content()
+    [link] = [line for line in body.splitlines() if line.startswith("http://testserver/")]
+    response = Client().get(urlsplit(link).path)
+    assert response["Content-Disposition"] == 'attachment; filename="sales-us-2026-12-02.csv"'
