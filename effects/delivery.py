@@ -183,6 +183,7 @@ def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
         result_checksum=intent.result_checksum, result_size=size,
         result_content_type=(obj.content_type if obj is not None else run.result_content_type) or "",
         attach=attach, link_seconds=link_seconds, result_filename=obj.filename if obj is not None else "",
+        trigger=run.trigger,
     )
     prepared.request = request_record(prepared, now)
     intent.delivery_count = number
