@@ -3,14 +3,15 @@
 from django.urls import path
 
 from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunResultView
-from schedules.revision_views import ScheduleInstantsView, ScheduleRevisionsView
 from schedules.views import (
     JobTypeListView,
     ScheduleCollectionView,
     ScheduleDetailView,
+    ScheduleInstantsView,
     SchedulePauseView,
     SchedulePreviewView,
     ScheduleResumeView,
+    ScheduleRevisionsView,
     ScheduleRunsView,
 )
 from workers.views import ClaimView, CompleteView, HeartbeatView, ResultUploadView
