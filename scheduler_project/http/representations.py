@@ -43,6 +43,9 @@ def preview_representation(instants) -> dict:
     return {"instants": [{"at": instant(at), "local": local} for at, local in instants]}
 
 
+REVISED_FIELDS = ("name", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds", "overlapPolicy", "effects")
+
+
 def revision_representation(revision) -> dict:
     """What one revision set, from its immutable payload, with who wrote it and when."""
     payload = revision.payload
@@ -50,14 +53,8 @@ def revision_representation(revision) -> dict:
         "revision": revision.revision,
         "createdAt": instant(revision.created_at),
         "authorKind": revision.author_kind,
-        "name": payload.get("name"),
-        "params": payload.get("params", {}),
-        "recurrence": payload.get("recurrence"),
-        "misfirePolicy": payload.get("misfirePolicy"),
-        "misfireGraceSeconds": payload.get("misfireGraceSeconds"),
-        "overlapPolicy": payload.get("overlapPolicy"),
+        **{field: payload.get(field) for field in REVISED_FIELDS},
         "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
-        "effects": payload.get("effects", {}),
     }
 
 

@@ -71,10 +71,10 @@ class ScheduleRetrySerializer(serializers.Serializer):
     maxDelaySeconds = serializers.FloatField()
 
 
-class ScheduleSerializer(serializers.Serializer):
-    scheduleId = serializers.CharField()
+# What one revision of a schedule sets. (A comment: drf-spectacular would show a docstring on
+# every subclass's component.)
+class RevisedFieldsSerializer(serializers.Serializer):
     name = serializers.CharField()
-    jobType = serializers.CharField()
     params = serializers.DictField()
     recurrence = serializers.DictField()
     misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values)
@@ -82,6 +82,11 @@ class ScheduleSerializer(serializers.Serializer):
     overlapPolicy = serializers.ChoiceField(choices=OverlapPolicy.values)
     retry = ScheduleRetrySerializer()
     effects = EffectsSerializer()
+
+
+class ScheduleSerializer(RevisedFieldsSerializer):
+    scheduleId = serializers.CharField()
+    jobType = serializers.CharField()
     revision = serializers.IntegerField()
     paused = serializers.BooleanField()
     nextRunAt = serializers.DateTimeField(allow_null=True)
@@ -95,18 +100,10 @@ class ScheduleListSerializer(serializers.Serializer):
     nextCursor = serializers.CharField(allow_null=True)
 
 
-class RevisionSerializer(serializers.Serializer):
+class RevisionSerializer(RevisedFieldsSerializer):
     revision = serializers.IntegerField()
     createdAt = serializers.DateTimeField()
     authorKind = serializers.ChoiceField(choices=AuthorKind.values, help_text="api: a tenant request; admin: an operator")
-    name = serializers.CharField()
-    params = serializers.DictField()
-    recurrence = serializers.DictField()
-    misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values)
-    misfireGraceSeconds = serializers.IntegerField()
-    overlapPolicy = serializers.ChoiceField(choices=OverlapPolicy.values)
-    retry = ScheduleRetrySerializer()
-    effects = EffectsSerializer()
 
 
 class RevisionListSerializer(serializers.Serializer):
