@@ -31,7 +31,7 @@ from effects.adapters import ProviderOutcome
 from effects.messages import PreparedDelivery, email_message, request_record, webhook_payload
 from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from effects.quota import email_recipients_take
-from objectstore import ObjectMissing, get_object_store
+from objectstore import ObjectMissing, download_filename, get_object_store
 from runs.authority.objects import object_pin
 from runs.backoff import retry_delay_seconds
 from scheduler_project.clock import authority_now
@@ -182,7 +182,8 @@ def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
         result_key=intent.result_key, result_version_id=intent.result_version_id,
         result_checksum=intent.result_checksum, result_size=size,
         result_content_type=(obj.content_type if obj is not None else run.result_content_type) or "",
-        attach=attach, link_seconds=link_seconds,
+        attach=attach, link_seconds=link_seconds, result_filename=obj.filename if obj is not None else "",
+        trigger=run.trigger,
     )
     prepared.request = request_record(prepared, now)
     intent.delivery_count = number
@@ -267,7 +268,8 @@ def _perform_webhook(p: PreparedDelivery) -> ProviderOutcome:
 
 def _download_link(p: PreparedDelivery) -> str:
     return get_object_store().download_url(
-        p.result_key, p.result_version_id, p.link_seconds, settings.PUBLIC_BASE_URL
+        p.result_key, p.result_version_id, p.link_seconds, settings.PUBLIC_BASE_URL,
+        filename=download_filename(p.result_filename),
     )
 
 

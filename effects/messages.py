@@ -42,6 +42,8 @@ class PreparedDelivery:
     result_content_type: str
     attach: bool
     link_seconds: int
+    result_filename: str = ""  # the job's own file name; "" when it gave none
+    trigger: str = "schedule"  # the run's: "schedule", or "manual" for a run once
     request: dict = field(default_factory=dict)
 
 
@@ -94,6 +96,7 @@ def webhook_payload(p: PreparedDelivery, result_url: str) -> dict:
         "runId": p.run_id,
         "scheduleId": p.schedule_id,
         "scheduledAt": instant(p.scheduled_at),
+        "trigger": p.trigger,
         "checksum": p.result_checksum,
         "size": p.result_size,
         "contentType": p.result_content_type,
@@ -118,19 +121,26 @@ def _subject(p: PreparedDelivery) -> str:
     subject = p.target.get("subject")
     if subject:
         return subject
-    return f"{p.schedule_name or 'Scheduled report'}: run for {instant(p.scheduled_at)}"
+    run = "manual run" if p.trigger == "manual" else "run"
+    return f"{p.schedule_name or 'Scheduled report'}: {run} for {instant(p.scheduled_at)}"
 
 
 def _filename(p: PreparedDelivery) -> str:
+    if p.result_filename:
+        return p.result_filename
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", p.schedule_name or "result").strip("-") or "result"
     extension = mimetypes.guess_extension((p.result_content_type or "").split(";")[0].strip()) or ".bin"
     return f"{base}-{p.scheduled_at.strftime('%Y%m%dT%H%M%SZ')}{extension}"
 
 
 def _email_body(p: PreparedDelivery, link: str | None) -> str:
+    schedule = p.schedule_name or p.schedule_id
+    if p.trigger == "manual":
+        opening = f"The manual run {p.run_id} of {schedule} (run once on request, for {instant(p.scheduled_at)})"
+    else:
+        opening = f"The scheduled run {p.run_id} of {schedule} (scheduled for {instant(p.scheduled_at)})"
     lines = [
-        f"The scheduled run {p.run_id} of {p.schedule_name or p.schedule_id} "
-        f"(scheduled for {instant(p.scheduled_at)}) succeeded.",
+        f"{opening} succeeded.",
         "",
         f"Result checksum: {p.result_checksum}",
         f"Size: {p.result_size} bytes",

@@ -16,6 +16,10 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 
+DEFAULT_FILENAME = "result"
+MAX_FILENAME_LENGTH = 200
+
+
 @dataclass(frozen=True)
 class StoredVersion:
     key: str
@@ -49,7 +53,26 @@ class ObjectStore(Protocol):
 
     def delete(self, key: str, version_id: str) -> None: ...
 
-    def download_url(self, key: str, version_id: str, expires_in: int, base_url: str) -> str: ...
+    def download_url(
+        self, key: str, version_id: str, expires_in: int, base_url: str, filename: str = DEFAULT_FILENAME
+    ) -> str:
+        """A link serving exactly this version as an attachment named `filename` (see `download_filename`)."""
+        ...
+
+
+def download_filename(name: str | None) -> str:
+    """The name a download is saved under: a job's own file name when it is a plain one (no
+    path, no control characters, at most 200 characters), else "result"."""
+    if (
+        not name
+        or len(name) > MAX_FILENAME_LENGTH
+        or name in {".", ".."}
+        or any(c in name for c in '/\\"')
+        or not name.isprintable()
+        or name != name.strip()
+    ):
+        return DEFAULT_FILENAME
+    return name
 
 
 def check_key(key: str) -> str:

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from django.core import signing
 
-from objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
+from objectstore import DEFAULT_FILENAME, ObjectExists, ObjectMissing, StoredVersion, check_key, download_filename
 
 # Appended to every object file name, so key "a" (file a.object) and key "a/b" (dir a) coexist.
 OBJECT_SUFFIX = ".object"
@@ -99,9 +99,11 @@ class FilesystemObjectStore:
         # the object registry row lock, so the file checked above is the one unlinked here.
         self._path(key).unlink(missing_ok=True)
 
-    def download_url(self, key: str, version_id: str, expires_in: int, base_url: str) -> str:
+    def download_url(
+        self, key: str, version_id: str, expires_in: int, base_url: str, filename: str = DEFAULT_FILENAME
+    ) -> str:
         check_key(key)
-        token = make_download_token(key, version_id, expires_at=time.time() + expires_in)
+        token = make_download_token(key, version_id, expires_at=time.time() + expires_in, filename=filename)
         return f"{base_url.rstrip('/')}/api/v1/objects/{token}"
 
     def _path(self, key: str) -> Path:
@@ -112,17 +114,25 @@ class FilesystemObjectStore:
         return self.root.joinpath(*dirs, name + OBJECT_SUFFIX)
 
 
-def make_download_token(key: str, version_id: str, expires_at: float) -> str:
-    """A signed, URL-safe token naming one object version; valid until `expires_at` (epoch seconds)."""
-    return signing.dumps({"k": key, "v": version_id, "e": int(expires_at)}, salt=TOKEN_SALT, compress=True)
+def make_download_token(key: str, version_id: str, expires_at: float, filename: str = DEFAULT_FILENAME) -> str:
+    """A signed, URL-safe token naming one object version and the file name it downloads as;
+    valid until `expires_at` (epoch seconds)."""
+    payload = {"k": key, "v": version_id, "e": int(expires_at), "f": download_filename(filename)}
+    return signing.dumps(payload, salt=TOKEN_SALT, compress=True)
 
 
-def read_download_token(token: str, now: float) -> tuple[str, str]:
-    """Return (key, version_id); raise signing.BadSignature if tampered or expired."""
+def read_download_link(token: str, now: float) -> tuple[str, str, str]:
+    """Return (key, version_id, filename); raise signing.BadSignature if tampered or expired."""
     payload = signing.loads(token, salt=TOKEN_SALT)
     if now > payload["e"]:
         raise signing.SignatureExpired("download link expired")
-    return payload["k"], payload["v"]
+    return payload["k"], payload["v"], download_filename(payload.get("f"))
+
+
+def read_download_token(token: str, now: float) -> tuple[str, str]:
+    """Return (key, version_id) of a download link (see `read_download_link`)."""
+    key, version_id, _ = read_download_link(token, now)
+    return key, version_id
 
 
 def _read_header(key: str, f: BinaryIO) -> StoredVersion:

@@ -10,7 +10,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from django.utils.http import content_disposition_header
 
-from objectstore import ObjectExists, ObjectMissing, StoredVersion, check_key
+from objectstore import DEFAULT_FILENAME, ObjectExists, ObjectMissing, StoredVersion, check_key, download_filename
 
 # 412: the key already has a current version; 409: a concurrent conditional write to it is in flight.
 _EXISTS_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
@@ -102,14 +102,16 @@ class S3ObjectStore:
             if _code(exc) not in _MISSING_CODES:
                 raise
 
-    def download_url(self, key: str, version_id: str, expires_in: int, base_url: str) -> str:
+    def download_url(
+        self, key: str, version_id: str, expires_in: int, base_url: str, filename: str = DEFAULT_FILENAME
+    ) -> str:
         # S3 cannot send nosniff or a CSP: the link itself makes the answer a download of an
         # opaque type, whatever type the worker stored (the run's result names it).
         params = {
             "Bucket": self.bucket,
             "Key": self._s3_key(key),
             "VersionId": version_id,
-            "ResponseContentDisposition": content_disposition_header(True, key.rsplit("/", 1)[-1]),
+            "ResponseContentDisposition": content_disposition_header(True, download_filename(filename)),
             "ResponseContentType": "application/octet-stream",
         }
         return self.presign_client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_in)

@@ -129,6 +129,8 @@ class Run(models.Model):
         ]
         indexes = [
             models.Index(fields=["schedule", "-scheduled_at", "-id"], name="run_history_idx"),
+            # GET /runs pages a tenant's history across its schedules in this order.
+            models.Index(fields=["tenant", "-scheduled_at", "-id"], name="run_tenant_history_idx"),
             models.Index(
                 fields=["tenant", "due_at", "id"],
                 name="run_claimable_idx",
@@ -260,6 +262,8 @@ class StoredObject(models.Model):
     checksum = models.CharField(max_length=71, null=True, blank=True)
     size = models.BigIntegerField(null=True, blank=True)
     content_type = models.CharField(max_length=200, blank=True, default="")
+    # The job's own file name, which downloads carry; "" for none (they say "result").
+    filename = models.CharField(max_length=200, blank=True, default="", db_default="")
     created_at = models.DateTimeField()
     uploaded_at = models.DateTimeField(null=True, blank=True)
     referenced_at = models.DateTimeField(null=True, blank=True)

@@ -5,7 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from objectstore import get_object_store
+from objectstore import download_filename, get_object_store
 from runs.authority.objects import object_pin
 from scheduler_project.clock import authority_now
 from runs.models import ObjectState, Run, RunState, StoredObject
@@ -30,5 +30,5 @@ def result_download(*, tenant, run_id: str, base_url: str) -> dict:
         now = authority_now()
         expires_at = now + timedelta(seconds=ttl)
         object_pin(obj, expires_at)
-    url = get_object_store().download_url(obj.key, obj.version_id, ttl, base_url)
+    url = get_object_store().download_url(obj.key, obj.version_id, ttl, base_url, filename=download_filename(obj.filename))
     return {"url": url, "expiresAt": expires_at, "checksum": obj.checksum}

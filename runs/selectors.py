@@ -9,7 +9,7 @@ from scheduler_project.clock import authority_now
 from runs.models import Attempt, Run
 from scheduler_project.errors import NotFound
 
-__all__ = ["authority_now", "history_watermark", "run_get", "runs_page"]
+__all__ = ["authority_now", "history_watermark", "run_get", "runs_page", "tenant_runs_page"]
 
 # Used only when the database role cannot see other sessions' transaction start times.
 WATERMARK_FALLBACK_LAG = timedelta(seconds=30)
@@ -51,9 +51,31 @@ def run_get(*, tenant, run_id: str) -> Run:
 
 
 def runs_page(*, schedule, upper_bound, after: tuple | None, limit: int) -> list[Run]:
+    """One page of a schedule's history (see `_history_page`)."""
+    return _history_page(Run.objects.filter(schedule=schedule), upper_bound=upper_bound, after=after, limit=limit)
+
+
+def tenant_runs_page(
+    *, tenant, states=(), schedule_id=None, job_type=None, since=None, upper_bound, after, limit: int
+) -> list[Run]:
+    """One page of every run of the tenant's schedules, narrowed by the filters given:
+    any of `states`, one schedule, one job type, `scheduled_at` at or after `since`."""
+    runs = Run.objects.filter(tenant=tenant)
+    if states:
+        runs = runs.filter(state__in=states)
+    if schedule_id is not None:
+        runs = runs.filter(schedule_id=schedule_id)
+    if job_type is not None:
+        runs = runs.filter(job_type=job_type)
+    if since is not None:
+        runs = runs.filter(scheduled_at__gte=since)
+    return _history_page(runs, upper_bound=upper_bound, after=after, limit=limit)
+
+
+def _history_page(runs, *, upper_bound, after: tuple | None, limit: int) -> list[Run]:
     """Runs ordered by (scheduled_at, id) descending, created no later than ``upper_bound``,
     strictly after the ``after`` keyset position. The pinned bound keeps pages stable."""
-    runs = Run.objects.filter(schedule=schedule, created_at__lte=upper_bound)
+    runs = runs.filter(created_at__lte=upper_bound)
     if after is not None:
         scheduled_at, run_id = after
         runs = runs.filter(Q(scheduled_at__lt=scheduled_at) | Q(scheduled_at=scheduled_at, id__lt=run_id))

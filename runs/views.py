@@ -6,15 +6,49 @@ from rest_framework.response import Response
 
 from runs.authority import run_cancel
 from runs.results import result_download
-from runs.selectors import run_get
+from runs.selectors import run_get, tenant_runs_page
+from schedules.selectors import schedule_get_for_history
 from scheduler_project.clock import instant
 from scheduler_project.http import api_docs, schemas
+from scheduler_project.http.history import run_history_body
 from scheduler_project.http.representations import run_representation
+from scheduler_project.http.run_requests import RUN_FILTERS, run_filters, run_filters_scope
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import lookup_id
-from scheduler_project.http.views import TenantAPIView
+from scheduler_project.http.views import PAGE_PARAMETERS, TenantAPIView
 
 TAGS = ["runs"]
+
+
+class RunCollectionView(TenantAPIView):
+    query_parameters = {"get": PAGE_PARAMETERS | RUN_FILTERS}
+
+    @extend_schema(
+        operation_id="runs_list",
+        summary="List runs across the tenant's schedules",
+        description=(
+            "Every run of the caller's schedules (deleted ones included), newest `scheduledAt` first, "
+            "narrowed by any of `state` (one or several, comma-separated), `scheduleId`, `jobType` and "
+            "`since` (scheduledAt at or after it): `?state=failed&since=2026-12-02T18:00:00Z` is what "
+            "failed last night. Paged like a schedule's history: `nextCursor` pins the first page's "
+            "`watermark`, and a cursor works only with the filters it came from. A bad filter is 400 "
+            "`invalid_request` naming it; another tenant's `scheduleId` is 404."
+        ),
+        examples=api_docs.RUN_LIST,
+        tags=TAGS,
+        parameters=[schemas.LIMIT_PARAMETER, schemas.CURSOR_PARAMETER, *schemas.RUN_FILTER_PARAMETERS],
+        responses={200: schemas.RunListSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def get(self, request):
+        filters = run_filters(request.query_params)
+
+        def read_page(**page):
+            if "schedule_id" in filters:
+                schedule_get_for_history(tenant=request.tenant, schedule_id=filters["schedule_id"])
+            return tenant_runs_page(tenant=request.tenant, **filters, **page)
+
+        scope = run_filters_scope(request.tenant.id, filters)
+        return Response(run_history_body(request, scope=scope, read_page=read_page))
 
 
 class RunDetailView(TenantAPIView):

@@ -2,18 +2,22 @@
 
 from django.urls import path
 
-from runs.views import RunCancelView, RunDetailView, RunResultView
+from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunResultView
 from schedules.views import (
+    JobTypeListView,
     ScheduleCollectionView,
     ScheduleDetailView,
+    ScheduleInstantsView,
     SchedulePauseView,
     SchedulePreviewView,
     ScheduleResumeView,
+    ScheduleRevisionsView,
     ScheduleRunsView,
 )
 from workers.views import ClaimView, CompleteView, HeartbeatView, ResultUploadView
 
 urlpatterns = [
+    path("job-types", JobTypeListView.as_view(), name="job-type-list"),
     path("schedules", ScheduleCollectionView.as_view(), name="schedule-list"),
     # Before schedules/<id>, so "preview" is never taken for an id.
     path("schedules/preview", SchedulePreviewView.as_view(), name="schedule-preview"),
@@ -21,6 +25,9 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/pause", SchedulePauseView.as_view(), name="schedule-pause"),
     path("schedules/<str:schedule_id>/resume", ScheduleResumeView.as_view(), name="schedule-resume"),
     path("schedules/<str:schedule_id>/runs", ScheduleRunsView.as_view(), name="schedule-runs"),
+    path("schedules/<str:schedule_id>/revisions", ScheduleRevisionsView.as_view(), name="schedule-revisions"),
+    path("schedules/<str:schedule_id>/preview", ScheduleInstantsView.as_view(), name="schedule-instants"),
+    path("runs", RunCollectionView.as_view(), name="run-list"),
     path("runs/<str:run_id>", RunDetailView.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelView.as_view(), name="run-cancel"),
     path("runs/<str:run_id>/result", RunResultView.as_view(), name="run-result"),

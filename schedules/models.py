@@ -201,12 +201,18 @@ class Schedule(models.Model):
         return f"{self.name} ({self.id})"
 
 
+class AuthorKind(models.TextChoices):
+    API = "api"  # a tenant token's request
+    ADMIN = "admin"  # an operator in the Django admin
+
+
 class ScheduleRevision(models.Model):
     """Immutable payload of one revision; occurrences snapshot it at materialization."""
 
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="revisions")
     revision = models.PositiveIntegerField()
     payload = models.JSONField()
+    author_kind = models.CharField(max_length=8, choices=AuthorKind.choices, default=AuthorKind.API)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

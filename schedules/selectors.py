@@ -1,7 +1,7 @@
 """Schedule reads, always scoped to the calling tenant."""
 
 from schedules import recurrence
-from schedules.models import Schedule, Tenant
+from schedules.models import JobType, Schedule, ScheduleRevision, Tenant
 from scheduler_project.errors import NotFound
 
 
@@ -35,3 +35,24 @@ def schedule_local_next_run(schedule: Schedule) -> str | None:
     zone = schedule.recurrence.get("timezone") if isinstance(schedule.recurrence, dict) else None
     return recurrence.render_local(zone or "UTC", schedule.next_run_at)
 
+
+
+def job_types_allowed(*, tenant: Tenant) -> list[JobType]:
+    """The enabled job types this tenant may schedule, by name."""
+    return list(tenant.allowed_job_types.filter(enabled=True).order_by("name"))
+
+
+def schedule_revisions(*, schedule: Schedule, before: int | None, limit: int) -> list[ScheduleRevision]:
+    """The schedule's revisions, newest first, those numbered below `before` when given."""
+    revisions = ScheduleRevision.objects.filter(schedule=schedule).order_by("-revision")
+    if before is not None:
+        revisions = revisions.filter(revision__lt=before)
+    return list(revisions[:limit])
+
+
+def schedule_rule(schedule: Schedule) -> recurrence.Rule | None:
+    """The schedule's stored rule; None for a row stored under older, looser rules that no longer parses."""
+    try:
+        return recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+    except recurrence.RecurrenceError:
+        return None

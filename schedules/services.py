@@ -8,9 +8,10 @@ from django.conf import settings
 from django.db import transaction
 
 from schedules import recurrence
-from schedules.models import JobType, RequestKey, Schedule, ScheduleRevision, Tenant
+from schedules.models import AuthorKind, JobType, RequestKey, Schedule, ScheduleRevision, Tenant
 from schedules.specs import ScheduleSpec, default_payload, validate_params, validate_retry
 from schedules.locks import lock_schedule
+from schedules.selectors import job_types_allowed
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import (
     IdempotencyConflict,
@@ -22,15 +23,26 @@ from scheduler_project.errors import (
 
 
 def schedule_create(
-    *, tenant: Tenant, spec: ScheduleSpec, idempotency_key: str | None = None, request_hash: str = ""
+    *,
+    tenant: Tenant,
+    spec: ScheduleSpec,
+    idempotency_key: str | None = None,
+    request_hash: str = "",
+    author_kind: str = AuthorKind.API,
 ) -> tuple[Schedule, bool]:
     """201 path of POST /schedules; precedence 400, 403 job type, replay, 409, 429.
 
     `request_hash` identifies the request that carried `idempotency_key`: a replay must match it.
+    `author_kind` is recorded on the revision (who wrote it: the API or the admin).
     """
     job_type = JobType.objects.filter(name=spec.job_type, enabled=True).first()
     if job_type is None:
-        raise InvalidRequest(f"unknown job type {spec.job_type[:100]!r}", field="jobType")
+        valid = [allowed.name for allowed in job_types_allowed(tenant=tenant)]
+        raise InvalidRequest(
+            f"unknown job type {spec.job_type[:100]!r}; valid job types: {', '.join(valid) or 'none'}",
+            field="jobType",
+            details={"validJobTypes": valid},
+        )
     spec = spec.anchored(authority_now())
     payload = spec.payload_over(default_payload(job_type))
     validate_params(job_type, payload["params"])
@@ -59,7 +71,7 @@ def schedule_create(
         _apply_payload(schedule, payload)
         schedule.next_run_at = recurrence.first_not_before(spec.recurrence, now)
         schedule.save(force_insert=True)
-        ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload)
+        ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=author_kind)
         if idempotency_key:
             RequestKey.objects.create(
                 tenant=tenant, scope="schedules", key=idempotency_key, request_hash=request_hash,
@@ -73,7 +85,14 @@ def due_bucket(schedule_id: str) -> int:
     return zlib.crc32(schedule_id.encode()) % settings.DUE_BUCKETS
 
 
-def schedule_update(*, tenant: Tenant, schedule_id: str, expected_revision: int, changes: ScheduleSpec) -> Schedule:
+def schedule_update(
+    *,
+    tenant: Tenant,
+    schedule_id: str,
+    expected_revision: int,
+    changes: ScheduleSpec,
+    author_kind: str = AuthorKind.API,
+) -> Schedule:
     """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict."""
     with transaction.atomic():
         schedule = lock_schedule(schedule_id, tenant=tenant)
@@ -98,7 +117,9 @@ def schedule_update(*, tenant: Tenant, schedule_id: str, expected_revision: int,
             if changes.recurrence.kind != "after_completion" or schedule.next_run_at is not None:
                 schedule.next_run_at = recurrence.first_not_before(changes.recurrence, now)
         schedule.save()
-        ScheduleRevision.objects.create(schedule=schedule, revision=schedule.revision, payload=payload)
+        ScheduleRevision.objects.create(
+            schedule=schedule, revision=schedule.revision, payload=payload, author_kind=author_kind
+        )
     return schedule
 
 

@@ -1,12 +1,19 @@
-"""Tenant API: schedules, preview, pause/resume, run once and run history."""
+"""Tenant API: schedules, preview, pause/resume, run once, run history, revisions and job types."""
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
 from runs.authority import run_once, schedule_resume
-from runs.selectors import history_watermark, runs_page
-from schedules.selectors import schedule_get, schedule_get_for_history, schedules_list
+from runs.selectors import runs_page
+from schedules.selectors import (
+    job_types_allowed,
+    schedule_get,
+    schedule_get_for_history,
+    schedule_revisions,
+    schedule_rule,
+    schedules_list,
+)
 from schedules.services import (
     schedule_create,
     schedule_delete,
@@ -16,11 +23,18 @@ from schedules.services import (
 )
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http import api_docs, schemas
-from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
+from scheduler_project.http.cursors import decode_cursor, encode_cursor
+from scheduler_project.http.history import run_history_body
 from scheduler_project.http.json import json_object_body
-from scheduler_project.clock import instant
-from scheduler_project.http.representations import run_representation, schedule_representation
+from scheduler_project.http.representations import (
+    job_type_representation,
+    preview_representation,
+    revision_representation,
+    run_representation,
+    schedule_representation,
+)
 from scheduler_project.http.schedule_requests import (
+    MAX_PREVIEW_COUNT,
     PreviewSerializer,
     RunOnceSerializer,
     ScheduleCreateSerializer,
@@ -38,6 +52,8 @@ from scheduler_project.http.views import (
     TenantAPIView,
     idempotency_key,
     query_cursor,
+    query_instant,
+    query_integer,
     query_limit,
 )
 
@@ -131,7 +147,7 @@ class SchedulePreviewView(TenantAPIView):
     )
     def post(self, request):
         instants = schedule_preview(**preview_arguments(json_object_body(request)))
-        return Response({"instants": [{"at": instant(at), "local": local} for at, local in instants]})
+        return Response(preview_representation(instants))
 
 
 class ScheduleDetailView(TenantAPIView):
@@ -248,34 +264,12 @@ class ScheduleRunsView(TenantAPIView):
     )
     def get(self, request, schedule_id):
         schedule_id = lookup_id(schedule_id)
-        limit = query_limit(request)
-        scope = f"runs:{schedule_id}"
-        after = None
-        if cursor := query_cursor(request):
-            payload = decode_cursor(scope, cursor)
-            upper_bound = cursor_instant(payload.get("ub"))
-            if not isinstance(payload.get("id"), str):
-                raise InvalidRequest("invalid cursor", field="cursor")
-            after = (cursor_instant(payload.get("at")), payload["id"])
-        else:
-            upper_bound = history_watermark()
-        schedule = schedule_get_for_history(tenant=request.tenant, schedule_id=schedule_id)
-        page = runs_page(schedule=schedule, upper_bound=upper_bound, after=after, limit=limit + 1)
-        next_cursor = None
-        if len(page) > limit:
-            page = page[:limit]
-            last = page[-1]
-            next_cursor = encode_cursor(
-                scope,
-                {"ub": upper_bound.isoformat(), "at": last.scheduled_at.isoformat(), "id": last.id},
-            )
-        return Response(
-            {
-                "results": [run_representation(run) for run in page],
-                "nextCursor": next_cursor,
-                "watermark": instant(upper_bound),
-            }
-        )
+
+        def read_page(**page):
+            schedule = schedule_get_for_history(tenant=request.tenant, schedule_id=schedule_id)
+            return runs_page(schedule=schedule, **page)
+
+        return Response(run_history_body(request, scope=f"runs:{schedule_id}", read_page=read_page))
 
     @extend_schema(
         operation_id="schedules_runs_create",
@@ -307,3 +301,84 @@ class ScheduleRunsView(TenantAPIView):
             request_hash=request_hash(body),
         )
         return Response(run_representation(run), status=_created_status(created))
+
+
+class ScheduleRevisionsView(TenantAPIView):
+    query_parameters = {"get": PAGE_PARAMETERS}
+
+    @extend_schema(
+        operation_id="schedules_revisions_list",
+        summary="List a schedule's revisions",
+        description=(
+            "Every revision of the schedule, newest first: the rule, parameters, policies and effects "
+            "it set, when it was written and by whom (`authorKind`: `api` for a tenant request, "
+            "`admin` for an operator). A run's `revision` names the one it executed. Paged by "
+            "`limit` and `cursor`; readable after the schedule is deleted, like its runs."
+        ),
+        examples=api_docs.REVISIONS,
+        tags=TAGS,
+        parameters=[schemas.LIMIT_PARAMETER, schemas.CURSOR_PARAMETER],
+        responses={200: schemas.RevisionListSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def get(self, request, schedule_id):
+        schedule_id = lookup_id(schedule_id)
+        limit = query_limit(request)
+        scope = f"revisions:{schedule_id}"
+        before = None
+        if cursor := query_cursor(request):
+            before = decode_cursor(scope, cursor).get("before")
+            if isinstance(before, bool) or not isinstance(before, int):
+                raise InvalidRequest("invalid cursor", field="cursor")
+        schedule = schedule_get_for_history(tenant=request.tenant, schedule_id=schedule_id)
+        page = schedule_revisions(schedule=schedule, before=before, limit=limit + 1)
+        next_cursor = None
+        if len(page) > limit:
+            page = page[:limit]
+            next_cursor = encode_cursor(scope, {"before": page[-1].revision})
+        return Response({"results": [revision_representation(r) for r in page], "nextCursor": next_cursor})
+
+
+class ScheduleInstantsView(TenantAPIView):
+    query_parameters = {"get": frozenset({"count", "after"})}
+
+    @extend_schema(
+        operation_id="schedules_instants",
+        summary="Preview a schedule's next instants",
+        description=(
+            "The next `count` instants (1 to 100, default 5) of the schedule's current rule strictly "
+            "after `after` (default now), in UTC and on the rule's wall clock, resolved exactly like "
+            "`POST /schedules/preview`. The rule is read as stored, paused or not; an "
+            "`after_completion` rule answers one instant, its delay after `after`. Nothing changes."
+        ),
+        examples=api_docs.SCHEDULE_PREVIEW,
+        tags=TAGS,
+        parameters=[schemas.COUNT_PARAMETER, schemas.AFTER_PARAMETER],
+        responses={200: schemas.PreviewResponseSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def get(self, request, schedule_id):
+        count = query_integer(request, "count", default=None, minimum=1, maximum=MAX_PREVIEW_COUNT)
+        given = {"count": count} if count is not None else {}  # else the service's default
+        after = query_instant(request, "after")
+        schedule = schedule_get(tenant=request.tenant, schedule_id=lookup_id(schedule_id))
+        rule = schedule_rule(schedule)
+        instants = schedule_preview(rule=rule, after=after, **given) if rule is not None else []
+        return Response(preview_representation(instants))
+
+
+class JobTypeListView(TenantAPIView):
+    @extend_schema(
+        operation_id="job_types_list",
+        summary="List the job types this tenant may use",
+        description=(
+            "Every enabled job type the caller may schedule, by name: the JSON Schema its `params` "
+            "must match, its resource class, the default lease of a claim, its timeout, and the retry "
+            "policy a new schedule of that type starts with. A schedule naming any other job type is "
+            "400 `invalid_request` on `jobType` (or 403 `job_type_forbidden` for an existing type the "
+            "tenant may not use)."
+        ),
+        examples=api_docs.JOB_TYPES,
+        tags=["job types"],
+        responses={200: schemas.JobTypeListSerializer, **error_responses(401, 403)},
+    )
+    def get(self, request):
+        return Response({"results": [job_type_representation(t) for t in job_types_allowed(tenant=request.tenant)]})

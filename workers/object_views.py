@@ -9,14 +9,14 @@ from django.http import FileResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
 from objectstore import ObjectMissing, get_object_store
-from objectstore.filesystem import FilesystemObjectStore, read_download_token
+from objectstore.filesystem import FilesystemObjectStore, read_download_link
 from scheduler_project.errors import DomainError, Forbidden, NotFound
 
 
 @require_safe
 def object_download(request, token: str):
     try:
-        key, version_id = read_download_token(token, now=time.time())
+        key, version_id, filename = read_download_link(token, now=time.time())
     except signing.BadSignature:  # also covers SignatureExpired
         return _error(Forbidden("download link is invalid or expired"))
 
@@ -29,9 +29,8 @@ def object_download(request, token: str):
     except (ObjectMissing, ValueError):
         return _error(NotFound("object not found"))
 
-    # Without an explicit filename Django would advertise the on-disk name ("result.object").
-    response = FileResponse(f, content_type=stored.content_type, as_attachment=True,
-                            filename=key.rsplit("/", 1)[-1])
+    # The job's own file name, carried by the signed link (never the on-disk "result.object").
+    response = FileResponse(f, content_type=stored.content_type, as_attachment=True, filename=filename)
     # A worker chose the type and the bytes: whatever they are (an HTML page, a script), the
     # browser saves them, never renders or runs them on the API's origin.
     response["X-Content-Type-Options"] = "nosniff"

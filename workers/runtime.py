@@ -123,7 +123,8 @@ def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> tuple[str, 
     if control.lost.is_set():
         return "lost", None, control.lost_reason  # uploading could never become canonical
     try:
-        stored = _deliver(keeper, ids, authority.stage_result, data=output.data, content_type=output.content_type)
+        stored = _deliver(keeper, ids, authority.stage_result, data=output.data, content_type=output.content_type,
+                          filename=output.filename)
     except StaleFence as exc:
         return "stale", None, str(exc)
     except Exception as exc:

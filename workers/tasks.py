@@ -12,17 +12,38 @@ log = logging.getLogger(__name__)
 WORKER_LABEL = f"celery:{socket.gethostname()}:{os.getpid()}"
 
 
+class JobFailed(Exception):
+    """Raised after the authority recorded a failed attempt, so Flower and `celery events`
+    show the hint task as failed; the run's own state already says what happens next."""
+
+
 @shared_task(name=EXECUTE_TASK, ignore_result=True)
-def execute(run_id: str, resource_class: str) -> str:
+def execute(run_id: str, resource_class: str) -> dict:
     """A dispatch hint. The worker claims through the authority (weighted-fair, within
-    tenant limits) before doing anything; when nothing is claimable the hint is dropped."""
+    tenant limits) before doing anything; when nothing is claimable the hint is dropped.
+
+    Returns what it did (the run it claimed, which may not be the hinted one, the job type and
+    the outcome): with no result backend, that return value is what Flower shows.
+    """
+    from runs.models import Run
     from workers.runtime import claim_and_execute
 
-    outcome = claim_and_execute(resource_classes=[resource_class], worker_label=WORKER_LABEL)
-    if outcome is None:
+    executed = claim_and_execute(resource_classes=[resource_class], worker_label=WORKER_LABEL)
+    if not executed:
         log.debug("hint for %s dropped: nothing claimable in %s", run_id, resource_class)
-        return "dropped"
-    return outcome.outcome
+        return {"hintedRunId": run_id, "claimedRunId": None, "jobType": None, "outcome": "dropped"}
+    [done] = executed  # one claim per hint
+    report = {
+        "hintedRunId": run_id,
+        "claimedRunId": done.run_id,
+        "attemptId": done.attempt_id,
+        "jobType": Run.objects.filter(id=done.run_id).values_list("job_type", flat=True).first(),
+        "outcome": done.outcome,
+        "durationSeconds": round(done.duration_seconds, 3),
+    }
+    if done.outcome == "failed":
+        raise JobFailed(f"{report}: {done.error[:500]}")
+    return report
 
 
 @shared_task(name="scheduler.relay", ignore_result=True)

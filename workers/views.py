@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from objectstore import download_filename
 from runs.authority import claim, complete, heartbeat, stage_result
 from runs import metrics
 from scheduler_project.errors import Forbidden, InvalidRequest
@@ -148,7 +149,7 @@ class CompleteView(WorkerAPIView):
 
 
 class ResultUploadView(WorkerAPIView):
-    query_parameters = {"put": frozenset({"fence"})}
+    query_parameters = {"put": frozenset({"fence", "filename"})}
 
     @extend_schema(
         operation_id="worker_result_upload",
@@ -156,11 +157,12 @@ class ResultUploadView(WorkerAPIView):
         description=(
             "Stores the raw body as an immutable object of this attempt and answers its key, version "
             "and SHA-256. Nothing is published yet: `complete` makes it the run's result. Never "
-            "overwrites; a stale fence is 409 `stale_fence`."
+            "overwrites; a stale fence is 409 `stale_fence`. `filename` is the name downloads of the "
+            "result carry (default `result`)."
         ),
         examples=api_docs.UPLOAD,
         tags=TAGS,
-        parameters=[schemas.FENCE_PARAMETER],
+        parameters=[schemas.FENCE_PARAMETER, schemas.FILENAME_PARAMETER],
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={201: schemas.UploadResponseSerializer, **error_responses(400, 401, 403, 404, 409)},
     )
@@ -171,6 +173,12 @@ class ResultUploadView(WorkerAPIView):
         content_type = request.META.get("CONTENT_TYPE", "") or "application/octet-stream"
         if len(content_type) > MAX_CONTENT_TYPE_LENGTH or not content_type.isprintable() or not content_type.isascii():
             raise InvalidRequest("unusable Content-Type", field="Content-Type")
+        filename = request.query_params.get("filename", "")
+        if filename and download_filename(filename) != filename:
+            raise InvalidRequest(
+                "filename must be a plain file name: no path, quote or control character, at most 200 characters",
+                field="filename",
+            )
         data = _read_raw_body(request)
         stored = stage_result(
             run_id=lookup_id(run_id),
@@ -178,6 +186,7 @@ class ResultUploadView(WorkerAPIView):
             fence=fence,
             data=data,
             content_type=content_type,
+            filename=filename,
             worker_token=request.worker_token,
         )
         return Response(

@@ -28,7 +28,7 @@ from runs.models import (
 from schedules.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
-from objectstore import ObjectExists, StoredVersion, get_object_store
+from objectstore import ObjectExists, StoredVersion, download_filename, get_object_store
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,12 @@ def result_key(run_id: str, attempt_id: str) -> str:
 
 
 def stage_result(
-    *, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str, worker_token=None
+    *, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str, filename: str = "",
+    worker_token=None,
 ) -> StoredObject:
     """Register the upload (staged) before it begins, upload outside any transaction, then
-    record the version. Repeating the same bytes returns the same object, also when the
-    version of an earlier try was written but never recorded."""
+    record the version and the job's file name. Repeating the same bytes returns the same
+    object, also when the version of an earlier try was written but never recorded."""
     key = result_key(run_id, attempt_id)
     existing = _register(key, run_id, attempt_id, fence, content_type[:200], worker_token)
     if existing.version_id:
@@ -60,6 +61,7 @@ def stage_result(
         "checksum": stored.checksum,
         "size": stored.size,
         "content_type": stored.content_type,
+        "filename": download_filename(filename) if filename else "",
     }
     updated = StoredObject.objects.filter(id=existing.id, state=ObjectState.STAGED, version_id__isnull=True).update(
         **recorded, uploaded_at=Now()

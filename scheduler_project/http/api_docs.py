@@ -8,6 +8,7 @@ import json
 
 from drf_spectacular.utils import OpenApiExample
 
+from workers.jobs import builtin  # noqa: F401 - registers the declarations the examples show
 from workers.jobs.framework import declared_jobs
 
 
@@ -95,6 +96,21 @@ PREVIEW = [
         {"at": "2027-03-15T06:30:00Z", "local": "2027-03-15T02:30:00-04:00"},
     ]}, summary="2027-03-14 02:30 does not exist in New York: it fires at 03:30 EDT", response=True, status=200),
 ]
+_REVISION_1 = {"revision": 1, "createdAt": SCHEDULE["createdAt"], "authorKind": "api"} | {
+    key: SCHEDULE[key]
+    for key in ("name", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds", "overlapPolicy", "retry", "effects")
+}
+_REVISION_2 = _REVISION_1 | {"revision": 2, "createdAt": "2026-12-03T07:02:10.118240Z",
+                             "effects": {"email": {"to": ["sales@example.com", "finance@example.com"]}}}
+REVISIONS = [_example("Two revisions", {"results": [_REVISION_2, _REVISION_1], "nextCursor": None},
+                      summary="Revision 2 added a recipient", response=True, status=200)]
+SCHEDULE_PREVIEW = [
+    _example("Next three weekdays", {"instants": [
+        {"at": "2026-12-03T14:00:00Z", "local": "2026-12-03T09:00:00-05:00"},
+        {"at": "2026-12-04T14:00:00Z", "local": "2026-12-04T09:00:00-05:00"},
+        {"at": "2026-12-07T14:00:00Z", "local": "2026-12-07T09:00:00-05:00"},
+    ]}, summary="count=3 for a weekday 09:00 New York rule", response=True, status=200),
+]
 RUN_ONCE = [
     _example("Now, with the schedule's parameters", {}, request=True),
     _example("Later, for another region", {"params": {"region": "eu"}, "runAt": "2030-01-02T09:00:00Z"},
@@ -111,6 +127,15 @@ RUN_RESULT = [_example("Signed link", {
     "url": "https://scheduler.example.com/api/v1/objects/.eJxFjMsOwiAUBf-FtUkvSOm5_RlzKWBTH1H6rvHfZedmNjOZj7qpVuX5",
     "expiresAt": "2026-12-03T06:39:21Z", "checksum": CHECKSUM,
 }, response=True, status=200)]
+JOB_TYPES = [_example("Two job types", {"results": [
+    {"name": "demo.sleep", "resourceClass": "short", "paramsSchema": declared_jobs()["demo.sleep"].params_schema,
+     "paramsSchemaVersion": 1, "leaseSeconds": 30, "timeoutSeconds": 3600,
+     "retry": {"maxAttempts": 3, "initialDelaySeconds": 5, "maxDelaySeconds": 300}, "uncertainEffectPolicy": "retry"},
+    {"name": "report.sales", "resourceClass": "short",
+     "paramsSchema": declared_jobs()["report.sales"].params_schema,
+     "paramsSchemaVersion": 1, "leaseSeconds": 30, "timeoutSeconds": 300,
+     "retry": {"maxAttempts": 3, "initialDelaySeconds": 5, "maxDelaySeconds": 300}, "uncertainEffectPolicy": "hold"},
+]}, response=True, status=200)]
 CLAIM = [
     _example("Short jobs, 30 s lease", {"workerId": "host-a/1", "resourceClasses": ["short"], "leaseSeconds": 30},
              request=True),

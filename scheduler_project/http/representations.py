@@ -38,6 +38,43 @@ def schedule_representation(schedule) -> dict:
     }
 
 
+def preview_representation(instants) -> dict:
+    """The preview answer from `schedule_preview`'s (instant, local rendering) pairs."""
+    return {"instants": [{"at": instant(at), "local": local} for at, local in instants]}
+
+
+REVISED_FIELDS = ("name", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds", "overlapPolicy", "effects")
+
+
+def revision_representation(revision) -> dict:
+    """What one revision set, from its immutable payload, with who wrote it and when."""
+    payload = revision.payload
+    return {
+        "revision": revision.revision,
+        "createdAt": instant(revision.created_at),
+        "authorKind": revision.author_kind,
+        **{field: payload.get(field) for field in REVISED_FIELDS},
+        "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
+    }
+
+
+def job_type_representation(job_type) -> dict:
+    return {
+        "name": job_type.name,
+        "resourceClass": job_type.resource_class,
+        "paramsSchema": job_type.params_schema,
+        "paramsSchemaVersion": job_type.params_schema_version,
+        "leaseSeconds": job_type.default_lease_seconds,
+        "timeoutSeconds": job_type.timeout_seconds,
+        "retry": {
+            "maxAttempts": job_type.max_attempts,
+            "initialDelaySeconds": _number(job_type.initial_delay_seconds),
+            "maxDelaySeconds": _number(job_type.max_delay_seconds),
+        },
+        "uncertainEffectPolicy": job_type.uncertain_effect_policy,
+    }
+
+
 def attempt_representation(attempt) -> dict:
     return {
         "attemptId": attempt.id,

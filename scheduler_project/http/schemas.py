@@ -6,10 +6,11 @@ serializers also validate, strictly. Schedule and run-once requests are in
 """
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from schedules.models import MisfirePolicy, OverlapPolicy, ResourceClass
+from schedules.models import AuthorKind, MisfirePolicy, OverlapPolicy, ResourceClass, UncertainEffectPolicy
 from scheduler_project.http.schedule_requests import EffectsSerializer
 from scheduler_project.http.validation import (
     MAX_BIGINT,
@@ -70,10 +71,10 @@ class ScheduleRetrySerializer(serializers.Serializer):
     maxDelaySeconds = serializers.FloatField()
 
 
-class ScheduleSerializer(serializers.Serializer):
-    scheduleId = serializers.CharField()
+# What one revision of a schedule sets. (A comment: drf-spectacular would show a docstring on
+# every subclass's component.)
+class RevisedFieldsSerializer(serializers.Serializer):
     name = serializers.CharField()
-    jobType = serializers.CharField()
     params = serializers.DictField()
     recurrence = serializers.DictField()
     misfirePolicy = serializers.ChoiceField(choices=MisfirePolicy.values)
@@ -81,6 +82,11 @@ class ScheduleSerializer(serializers.Serializer):
     overlapPolicy = serializers.ChoiceField(choices=OverlapPolicy.values)
     retry = ScheduleRetrySerializer()
     effects = EffectsSerializer()
+
+
+class ScheduleSerializer(RevisedFieldsSerializer):
+    scheduleId = serializers.CharField()
+    jobType = serializers.CharField()
     revision = serializers.IntegerField()
     paused = serializers.BooleanField()
     nextRunAt = serializers.DateTimeField(allow_null=True)
@@ -94,6 +100,17 @@ class ScheduleListSerializer(serializers.Serializer):
     nextCursor = serializers.CharField(allow_null=True)
 
 
+class RevisionSerializer(RevisedFieldsSerializer):
+    revision = serializers.IntegerField()
+    createdAt = serializers.DateTimeField()
+    authorKind = serializers.ChoiceField(choices=AuthorKind.values, help_text="api: a tenant request; admin: an operator")
+
+
+class RevisionListSerializer(serializers.Serializer):
+    results = RevisionSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
+
+
 class PreviewInstantSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     local = serializers.CharField()
@@ -101,6 +118,21 @@ class PreviewInstantSerializer(serializers.Serializer):
 
 class PreviewResponseSerializer(serializers.Serializer):
     instants = PreviewInstantSerializer(many=True)
+
+
+class JobTypeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    resourceClass = serializers.ChoiceField(choices=ResourceClass.values)
+    paramsSchema = serializers.DictField(help_text="JSON Schema (draft 2020-12) that `params` must match")
+    paramsSchemaVersion = serializers.IntegerField()
+    leaseSeconds = serializers.IntegerField(help_text="Default lease of a claim")
+    timeoutSeconds = serializers.IntegerField()
+    retry = ScheduleRetrySerializer(help_text="Default retry policy of a new schedule")
+    uncertainEffectPolicy = serializers.ChoiceField(choices=UncertainEffectPolicy.values)
+
+
+class JobTypeListSerializer(serializers.Serializer):
+    results = JobTypeSerializer(many=True)
 
 
 # --- Runs --------------------------------------------------------------------------------
@@ -257,4 +289,17 @@ CURSOR_PARAMETER = OpenApiParameter("cursor", str, description="Opaque cursor fr
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, description="1 to 255 printable ASCII characters"
 )
+RUN_FILTER_PARAMETERS = [
+    OpenApiParameter(
+        "state", str, description="A run state, or several comma-separated (`failed,canceled`): " + ", ".join(RUN_STATES)
+    ),
+    OpenApiParameter("scheduleId", str, description="Only this schedule's runs (deleted schedules too)"),
+    OpenApiParameter("jobType", str, description="Only runs of this job type"),
+    OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only runs with scheduledAt at or after this instant"),
+]
+COUNT_PARAMETER = OpenApiParameter("count", int, description="1 to 100 (default 5)")
+AFTER_PARAMETER = OpenApiParameter("after", OpenApiTypes.DATETIME, description="Exclusive; default now")
 FENCE_PARAMETER = OpenApiParameter("fence", int, required=True, description="The attempt's fence")
+FILENAME_PARAMETER = OpenApiParameter(
+    "filename", str, description="The name downloads of the result carry: no path, quote or control character, 1 to 200 characters"
+)

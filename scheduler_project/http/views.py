@@ -6,11 +6,13 @@ and render the result. They never change state themselves.
 
 import re
 
+from rest_framework import serializers
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http.auth import TenantTokenAuthentication, WorkerTokenAuthentication
+from scheduler_project.http.validation import InstantField
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -71,6 +73,17 @@ def query_integer(request, name: str, *, default: int | None, minimum: int, maxi
     if not _DIGITS.fullmatch(raw) or not minimum <= int(raw) <= maximum:
         raise InvalidRequest(f"{name} must be an integer from {minimum} to {maximum}", field=name)
     return int(raw)
+
+
+def query_instant(request, name: str):
+    """An optional instant query parameter, held to the same rules as instants in bodies."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    try:
+        return InstantField().to_internal_value(raw)
+    except serializers.ValidationError as exc:
+        raise InvalidRequest(f"{name}: {exc.detail[0]}", field=name) from None
 
 
 def query_limit(request) -> int:

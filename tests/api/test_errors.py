@@ -217,7 +217,7 @@ def test_unknown_id__is_not_found(client, method, path):
 
 @pytest.mark.parametrize(
     "path",
-    ["/api/v1/nope", "/api/v1/schedules/", "/api/v2/schedules", "/api/v1/runs", "/nope", "/api/v1/worker/claim/"],
+    ["/api/v1/nope", "/api/v1/schedules/", "/api/v2/schedules", "/api/v1/runs/", "/nope", "/api/v1/worker/claim/"],
 )
 def test_unknown_url__is_not_found_with_contract_body(client, path):
     assert_error(client.get(path), 404, "not_found")

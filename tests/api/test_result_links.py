@@ -73,3 +73,46 @@ def test_allowed_hosts__default_to_the_public_base_urls_host(env, expected):
     hosts, base_url = json.loads(out.strip().splitlines()[-1])
     assert hosts == expected
     assert not base_url.endswith("/")
+
+
+def _upload_named(worker_client, claimed, filename):
+    path = (
+        f"/api/v1/worker/runs/{claimed['runId']}/attempts/{claimed['attemptId']}/result"
+        f"?fence={claimed['fence']}&filename={filename}"
+    )
+    return worker_client.put(path, data=b"id,total\n1,10\n", content_type="text/csv")
+
+
+def test_result__download_carries_the_jobs_file_name(client, worker_client, queued_run):
+    claimed = claim(worker_client)
+    uploaded = _upload_named(worker_client, claimed, "invoices-ACME-2026-12-02.csv")
+    assert uploaded.status_code == 201, uploaded.content
+    assert complete_success(worker_client, claimed, uploaded.json()).status_code == 200
+    url = urlsplit(client.get(f"/api/v1/runs/{claimed['runId']}/result").json()["url"])
+    download = api_client().get(url.path)
+    assert download.status_code == 200
+    assert download["Content-Disposition"] == 'attachment; filename="invoices-ACME-2026-12-02.csv"'
+
+
+def test_result__without_a_file_name_downloads_as_result(client, worker_client, queued_run):
+    run_id = published(worker_client)
+    url = urlsplit(client.get(f"/api/v1/runs/{run_id}/result").json()["url"])
+    assert api_client().get(url.path)["Content-Disposition"] == 'attachment; filename="result"'
+
+
+@pytest.mark.parametrize("filename", ["..%2Fsecret.csv", "a%22b.csv", "x%0Ay.csv", "x" * 201])
+def test_upload__a_file_name_that_is_not_plain_is_invalid(worker_client, queued_run, filename):
+    claimed = claim(worker_client)
+    assert_error(_upload_named(worker_client, claimed, filename), 400, "invalid_request", field="filename")
+
+
+def test_stage_result__in_process_records_the_file_name(worker_client, queued_run):
+    from runs.authority import stage_result
+    from runs.models import StoredObject
+
+    claimed = claim(worker_client)
+    stored = stage_result(
+        run_id=claimed["runId"], attempt_id=claimed["attemptId"], fence=claimed["fence"],
+        data=b"x", content_type="text/plain", filename="report.txt",
+    )
+    assert StoredObject.objects.get(id=stored.id).filename == "report.txt"

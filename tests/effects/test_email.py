@@ -188,3 +188,44 @@ def test_resolve__refuses_settled_intents_and_unknown_actions(tenant, mailbox):
         call_command("effects", "resolve", f"send-{run.id}", "--as", "retry")
     with pytest.raises(CommandError, match="no effect intent"):
         call_command("effects", "resolve", "send-run_nope", "--as", "sent")
+
+
+def test_email__attachment_and_link_carry_the_jobs_file_name(tenant, mailbox):
+    attached = succeeded_run(tenant, data=REPORT, effects={"email": {"to": ["a@example.com"]}})
+    linked = succeeded_run(tenant, data=REPORT, effects={"email": {"to": ["b@example.com"], "attach": False}})
+    StoredObject.objects.filter(run__in=[attached, linked]).update(filename="sales-us-2026-12-02.csv")
+
+    effects_pass()
+
+    by_recipient = {message["To"]: message for message in read_mailbox(mailbox)}
+    [(filename, _)] = attachments(by_recipient["a@example.com"])
+    assert filename == "sales-us-2026-12-02.csv"
+    body = by_recipient["b@example.com"].get_body(("plain",)).get_content()
+    [link] = [line for line in body.splitlines() if line.startswith("http://testserver/")]
+    response = Client().get(urlsplit(link).path)
+    assert response["Content-Disposition"] == 'attachment; filename="sales-us-2026-12-02.csv"'
+
+
+def _body(message) -> str:
+    return message.get_body(("plain",)).get_content()
+
+
+def test_email__a_manual_run_is_not_called_scheduled(tenant, mailbox):
+    from runs import authority
+    from tests.authority_steps import publish, report_schedule, stage
+
+    scheduled = succeeded_run(tenant, data=REPORT, effects={"email": {"to": ["scheduled@example.com"]}})
+    schedule = report_schedule(tenant, name="on-demand", effects={"email": {"to": ["manual@example.com"]}})
+    manual, _ = authority.run_once(tenant=tenant, schedule_id=schedule.id)
+    claimed = authority.claim(worker_label="test-worker", lease_seconds=60)
+    assert claimed.id == manual.id
+    publish(claimed, stage(claimed, REPORT))
+
+    effects_pass()
+
+    by_recipient = {message["To"]: message for message in read_mailbox(mailbox)}
+    manual_mail, scheduled_mail = by_recipient["manual@example.com"], by_recipient["scheduled@example.com"]
+    assert "scheduled run" not in _body(manual_mail) and "scheduled for" not in _body(manual_mail)
+    assert _body(manual_mail).startswith(f"The manual run {manual.id} of on-demand (run once on request, for ")
+    assert manual_mail["Subject"] == f"on-demand: manual run for {instant(claimed.scheduled_at)}"
+    assert _body(scheduled_mail).startswith(f"The scheduled run {scheduled.id} of sales-report (scheduled for ")

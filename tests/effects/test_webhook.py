@@ -29,6 +29,7 @@ def test_webhook__posts_result_with_idempotency_key(tenant, receiver):
     assert request["headers"]["Idempotency-Key"] == f"post-{run.id}"
     body = request["body"]
     assert body["action"] == f"post-{run.id}" and body["runId"] == run.id
+    assert body["trigger"] == "schedule"
     assert body["checksum"] == run.result_checksum and body["size"] == len(REPORT)
     response = Client().get(urlsplit(body["resultUrl"]).path)
     assert b"".join(response.streaming_content) == REPORT

@@ -271,3 +271,28 @@ def test_object_store_from_url__rejects_unknown_schemes():
     for url in ("ftp://host/x", "file://relative/path", "s3://"):
         with pytest.raises(ValueError):
             object_store_from_url(url)
+
+
+def test_download_url__carries_the_jobs_file_name(store, request):
+    stored = store.put_new(KEY, b"a,b\n", "text/csv")
+    url = store.download_url(KEY, stored.version_id, 60, BASE_URL, filename="invoices-ACME-2026-12-02.csv")
+    status, body, headers = fetch(store, url, request)
+    assert status == 200 and body == b"a,b\n"
+    assert headers["content-disposition"] == 'attachment; filename="invoices-ACME-2026-12-02.csv"'
+
+
+@pytest.mark.parametrize(
+    ("given", "served"),
+    [
+        ("../../etc/passwd", "result"),
+        ('a"b.csv', "result"),
+        ("line\nbreak.csv", "result"),
+        ("", "result"),
+        ("x" * 201, "result"),
+        ("résumé 2026.pdf", "résumé 2026.pdf"),
+    ],
+)
+def test_download_url__only_a_plain_file_name_is_served(given, served):
+    from objectstore import download_filename
+
+    assert download_filename(given) == served
