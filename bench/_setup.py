@@ -1,11 +1,15 @@
 """Shared set-up for benchmarks: a dedicated PostgreSQL database, migrated, emptied."""
 
 import os
+import secrets
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# Processes a benchmark starts (scanner, relay, workers, gunicorn) refuse to start without a
+# signing key; a benchmark's links live as long as it does, so a fresh one each run.
+os.environ.setdefault("SECRET_KEY", "bench-" + secrets.token_urlsafe(32))
 
 
 _prepared: set[str] = set()
