@@ -67,6 +67,23 @@ def clone_schedule(template, copies: int, next_run_at) -> None:
     Schedule.objects.filter(id=template.id).update(next_run_at=next_run_at)
 
 
+def wave(n: int, due, *, name: str = "wave"):
+    """A tenant with ``n`` zero-second demo.sleep schedules due at ``due`` (overlap allowed,
+    no run or active-run limit in the way); returns the tenant."""
+    import time
+
+    from scheduler_project.http.schedule_requests import schedule_spec
+    from schedules.services import schedule_create
+    from schedules.tenants import tenant_create
+
+    tenant, _ = tenant_create(name=f"{name}-{time.time_ns()}", max_active_runs=10**6, max_schedules=10**7)
+    template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
+        "name": name, "jobType": "demo.sleep", "params": {"seconds": 0},
+        "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"}))
+    clone_schedule(template, n - 1, due)
+    return tenant
+
+
 def median(values):
     ordered = sorted(values)
     mid = len(ordered) // 2

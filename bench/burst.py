@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import clone_schedule, median, percentile  # noqa: E402
+from _setup import median, percentile, wave  # noqa: E402
 
 
 def configure(mode, var_dir):
@@ -47,19 +47,6 @@ def configure(mode, var_dir):
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-
-
-def create_burst(n, due):
-    from schedules.services import schedule_create
-    from scheduler_project.http.schedule_requests import schedule_spec
-    from schedules.tenants import tenant_create
-
-    tenant, _ = tenant_create(name=f"burst-{time.time_ns()}", max_active_runs=10**6, max_schedules=10**7)
-    template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
-        "name": "burst", "jobType": "demo.sleep", "params": {"seconds": 0},
-        "recurrence": {"kind": "cron", "cron": "0 9 * * *"}, "overlapPolicy": "allow"}))
-    clone_schedule(template, n - 1, due)
-    return tenant
 
 
 def start(mode, args, env, log_dir):
@@ -96,7 +83,7 @@ def main():
     from runs.models import Attempt, Outbox, Run
 
     due = (authority_now() + timedelta(seconds=args.lead)).replace(microsecond=0)
-    tenant = create_burst(args.runs, due)
+    tenant = wave(args.runs, due, name="burst")
     env = dict(os.environ)
     if args.mode == "redis":
         from django.db import connection

@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import clone_schedule, django_on, median  # noqa: E402
+from _setup import django_on, median, wave  # noqa: E402
 
 
 
@@ -32,17 +32,10 @@ def main():
 
     from runs import authority
     from scheduler_project.clock import authority_now
-    from scheduler_project.http.schedule_requests import schedule_spec
-    from schedules.services import schedule_create
-    from schedules.tenants import tenant_create
     from workers.jobs.framework import JobControl
     from workers.leases import LeaseKeeper
 
-    tenant, _ = tenant_create(name="beats", max_active_runs=10**6, max_schedules=10**7)
-    template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
-        "name": "b", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "0 9 * * *"},
-        "overlapPolicy": "allow"}))
-    clone_schedule(template, args.attempts - 1, authority_now() - timedelta(seconds=1))
+    wave(args.attempts, authority_now() - timedelta(seconds=1), name="beats")
     while authority.materialize_due().schedules:
         pass
     runs = []

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import clone_schedule, django_on, median  # noqa: E402
+from _setup import django_on, median, wave  # noqa: E402
 
 REDIS_URL = "redis://127.0.0.1:6379/13"
 
@@ -34,18 +34,11 @@ def main():
         from runs import authority
         from runs.models import Outbox
         from scheduler_project.clock import authority_now
-        from scheduler_project.http.schedule_requests import schedule_spec
-        from schedules.services import schedule_create
-        from schedules.tenants import tenant_create
         from workers.dispatch import relay_all
 
         broker = redis.Redis.from_url(REDIS_URL)
         broker.flushdb()
-        tenant, _ = tenant_create(name=f"relay-{time.time_ns()}", max_schedules=10**7)
-        template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
-            "name": "relay", "jobType": "demo.sleep", "recurrence": {"kind": "cron", "cron": "0 9 * * *"},
-            "overlapPolicy": "allow"}))
-        clone_schedule(template, args.runs - 1, authority_now() - timedelta(seconds=1))
+        wave(args.runs, authority_now() - timedelta(seconds=1), name="relay")
         while authority.materialize_due().schedules:
             pass
         assert Outbox.objects.filter(published_at__isnull=True).count() == args.runs
