@@ -74,14 +74,14 @@ def republish_after_broker_restart(epoch: str) -> int:
     ).exclude(broker_epoch__in=(epoch, "")).update(published_at=None)
 
 
-def republish_lost_hints(queue_depth) -> int:
+def republish_lost_hints(queued_claims) -> int:
     """Backstop for hints the broker lost (restart, purged queue): mark them unpublished so
     the relay sends them again.
 
     A hint published long ago whose run is still queued may only be waiting behind a burst,
     so per resource class only the shortfall is republished: stale unclaimed hints minus the
-    messages ``queue_depth(resource_class)`` says the queue still holds. Any hint claims any
-    claimable run of its class, so which rows are republished does not matter.
+    claims ``queued_claims(resource_class)`` says the queue's hints are still worth. Any
+    hint claims any claimable run of its class, so which rows are republished does not matter.
     """
     cutoff = authority_now() - timedelta(seconds=settings.RELAY_REPUBLISH_AFTER_SECONDS)
     stale = Outbox.objects.filter(
@@ -93,7 +93,7 @@ def republish_lost_hints(queue_depth) -> int:
     republished = 0
     for resource_class in stale.values_list("resource_class", flat=True).distinct():
         rows = stale.filter(resource_class=resource_class)
-        missing = rows.count() - queue_depth(resource_class)
+        missing = rows.count() - queued_claims(resource_class)
         if missing > 0:
             ids = list(rows.order_by("id").values_list("id", flat=True)[:missing])
             republished += Outbox.objects.filter(id__in=ids, published_at__lt=cutoff).update(published_at=None)

@@ -26,6 +26,11 @@ def env_int(name, default):
     return int(os.environ.get(name, default))
 
 
+def env_sizes(name, default=""):
+    """``short=16,long=1`` as ``{"short": 16, "long": 1}``."""
+    return {key.strip(): int(value) for key, value in (item.split("=") for item in env_list(name, default))}
+
+
 def env_list(name, default=""):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -141,6 +146,11 @@ STATIC_ROOT = VAR_DIR / "static"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 RESOURCE_CLASSES = ("short", "long", "memory")
 MAX_LEASE_SECONDS = 3600
+# The most runs one hint may claim at once, per resource class (unnamed classes: 1). A worker
+# process executes a claimed batch one run after another and publishes the results in one
+# group commit, so batches suit classes of sub-second jobs; each process also shrinks its
+# batch while its jobs take long (workers/batching.py).
+CLAIM_BATCH = env_sizes("CLAIM_BATCH", "short=16")
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None

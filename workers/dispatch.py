@@ -10,6 +10,7 @@ from django.db import DatabaseError, InterfaceError, close_old_connections, conn
 
 from runs import authority
 from runs.relay import relay_pass, republish_after_broker_restart, republish_lost_hints
+from workers.batching import class_batch
 
 log = logging.getLogger(__name__)
 relay_log = logging.getLogger("scheduler.relay")
@@ -21,50 +22,55 @@ PERSISTENT = 2  # AMQP delivery mode, Celery's default
 
 
 def publish_hints(hints, producer) -> None:
-    """Send one message per hint (its run id to its resource class's queue) in one pipelined
-    Redis round trip; returns once Redis accepted them all, raises otherwise.
+    """Send the hints of one relay batch in one pipelined Redis round trip; returns once
+    Redis accepted them all, raises otherwise. Hints of one resource class travel in
+    messages worth up to ``CLAIM_BATCH`` claims each (workers.batching): each message names
+    its first run and how many claims it is worth.
 
     Each message is Celery's own protocol-2 task message for ``scheduler.execute``, built
-    once per resource class by ``as_task_v2`` and copied per hint with its own task id and
-    arguments, the only parts that differ. ``send_task`` rebuilds the whole message, its
+    once per resource class by ``as_task_v2`` and copied per message with its own task id
+    and arguments, the only parts that differ. ``send_task`` rebuilds the whole message, its
     route and its argument repr for every hint: about three times the cost per hint.
     """
     from celery.utils import uuid
 
     from scheduler_project.celery import app
 
-    templates = {}
+    by_class: dict[str, list] = {}
+    for hint in hints:
+        by_class.setdefault(hint.resource_class, []).append(hint)
     with producer.batch(max_size=len(hints)):
-        for hint in hints:
-            queue = hint.resource_class
-            if queue not in templates:
-                headers, properties, body, _ = app.amqp.as_task_v2(
-                    "", EXECUTE_TASK, args=[], ignore_result=True, reply_to=app.thread_oid
-                )
-                declared = app.amqp.queues[queue]
-                producer.maybe_declare(declared)  # once per batch, not per message
-                templates[queue] = (headers, properties["reply_to"], body[1:], declared)
-            headers, reply_to, rest, declared = templates[queue]
-            task_id, args = uuid(), [hint.run_id, queue]
-            producer.publish(
-                (args, *rest),
-                exchange="",
-                routing_key=queue,
-                serializer="json",
-                headers={**headers, "id": task_id, "root_id": task_id, "argsrepr": repr(args)},
-                correlation_id=task_id,
-                reply_to=reply_to,
-                delivery_mode=declared.exchange.delivery_mode or PERSISTENT,
-                retry=False,
+        for queue, queued in by_class.items():
+            headers, properties, body, _ = app.amqp.as_task_v2(
+                "", EXECUTE_TASK, args=[], ignore_result=True, reply_to=app.thread_oid
             )
+            declared = app.amqp.queues[queue]
+            producer.maybe_declare(declared)  # once per batch, not per message
+            rest, mode = body[1:], declared.exchange.delivery_mode or PERSISTENT
+            step = class_batch(queue)
+            for start in range(0, len(queued), step):
+                task_id = uuid()
+                args = [queued[start].run_id, queue, len(queued[start:start + step])]
+                producer.publish(
+                    (args, *rest),
+                    exchange="",
+                    routing_key=queue,
+                    serializer="json",
+                    headers={**headers, "id": task_id, "root_id": task_id, "argsrepr": repr(args)},
+                    correlation_id=task_id,
+                    reply_to=properties["reply_to"],
+                    delivery_mode=mode,
+                    retry=False,
+                )
 
 
-def queue_depth(resource_class: str) -> int:
-    """Messages waiting in a resource class's Redis queue (hints not yet taken by a worker)."""
+def queued_claims(resource_class: str) -> int:
+    """At most how many claims the hints waiting in a resource class's Redis queue (not
+    yet taken by a worker) are worth: each message is worth up to the class's batch."""
     from scheduler_project.celery import app
 
     with app.connection_for_read() as connection:
-        return connection.default_channel.client.llen(resource_class)
+        return connection.default_channel.client.llen(resource_class) * class_batch(resource_class)
 
 
 def broker_epoch() -> str:
@@ -101,7 +107,7 @@ def republish_and_relay() -> int:
         if restarted:
             relay_log.warning("the broker restarted: republishing %d hints it lost", restarted)
         _seen_epoch = epoch
-    republished = republish_lost_hints(queue_depth)
+    republished = republish_lost_hints(queued_claims)
     if republished:
         relay_log.warning("republishing %d hints that look lost", republished)
     return relay_all(epoch)

@@ -5,6 +5,11 @@ the process's lease keeper asks the authority to extend the lease, and only the 
 answers (heartbeat, stage_result, complete) say whether this attempt still owns the run.
 The Celery task calls ``claim_and_execute``; the embedded dispatcher claims for its pool
 and calls ``execute_claimed``.
+
+A process that claimed several runs at once executes them one after another and publishes
+their outputs together: the outputs finished within ``GROUP_COMMIT_SECONDS`` of the first
+one are staged by one registration and one recording statement and completed by one
+group commit (``authority.complete_succeeded``), each still fenced and judged on its own.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from workers.jobs.framework import (
     JobContext,
     JobControl,
     JobLost,
+    JobOutput,
     JobTimedOut,
     TransientJobError,
     get_job,
@@ -34,6 +40,7 @@ log = logging.getLogger(__name__)
 
 FIRST_RETRY_DELAY, MAX_RETRY_DELAY = 0.1, 2.0  # backoff between repeats of a stage/complete call
 MAX_ERROR_CHARS = 2000
+GROUP_COMMIT_SECONDS = 0.05  # the longest a finished output waits to be published with others
 
 
 @dataclass(frozen=True)
@@ -44,26 +51,52 @@ class ExecutionOutcome:
     outcome: str  # succeeded | failed | canceled | stale | lost
     checksum: str | None
     error: str
-    duration_seconds: float
+    duration_seconds: float  # from the start of its job to the authority's answer
+    job_type: str
+    job_seconds: float  # in the job itself
 
 
 def claim_and_execute(
     *, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None,
     heartbeat_interval: float | None = None,
 ) -> list[ExecutionOutcome]:
-    """Claim up to ``limit`` runs in one transaction and execute them one after another;
-    every claimed attempt's lease is kept alive from the claim on. Empty when nothing is
-    claimable."""
+    """Claim up to ``limit`` runs in one transaction and execute them (execute_batch).
+    Empty when nothing is claimable."""
     runs = authority.claim_many(
         n=limit, worker_label=worker_label, resource_classes=resource_classes, lease_seconds=lease_seconds
     )
-    held = [_hold(run, heartbeat_interval) for run in runs]
-    return [_run_held(run, ctx) for run, ctx in zip(runs, held)]
+    return execute_batch(runs, heartbeat_interval=heartbeat_interval)
 
 
 def execute_claimed(run: Run, *, heartbeat_interval: float | None = None) -> ExecutionOutcome:
     """Run the job of an attempt the caller has just claimed, then stage and complete it."""
-    return _run_held(run, _hold(run, heartbeat_interval))
+    [outcome] = execute_batch([run], heartbeat_interval=heartbeat_interval)
+    return outcome
+
+
+def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None) -> list[ExecutionOutcome]:
+    """Execute runs this process has just claimed, one after another; every claimed
+    attempt's lease is kept alive from the claim until the authority has answered its
+    completion. Outputs are published in groups (_Group). Outcomes in the order of ``runs``."""
+    keeper = lease_keeper()
+    held = [_hold(run, heartbeat_interval) for run in runs]
+    group = _Group(keeper)
+    try:
+        for run, ctx in zip(runs, held):
+            started = time.monotonic()
+            done = _execute(ctx, run.payload.get("jobType") or run.job_type, keeper)
+            timing = (started, time.monotonic() - started)
+            if isinstance(done, JobOutput):
+                group.add(run, ctx, done, timing)
+            else:
+                group.outcomes[ctx.attempt_id] = _outcome(run, ctx, done, timing)
+            if group.waited() >= GROUP_COMMIT_SECONDS:
+                group.publish()
+        group.publish()
+    finally:
+        for ctx in held:
+            keeper.release(ctx.attempt_id)
+    return [group.outcomes[ctx.attempt_id] for ctx in held]
 
 
 def _hold(run: Run, heartbeat_interval: float | None) -> JobContext:
@@ -86,14 +119,12 @@ def _hold(run: Run, heartbeat_interval: float | None) -> JobContext:
     )
 
 
-def _run_held(run: Run, ctx: JobContext) -> ExecutionOutcome:
-    keeper = lease_keeper()
-    started = time.monotonic()
-    try:
-        outcome, checksum, error = _execute(ctx, run.payload.get("jobType") or run.job_type, keeper)
-    finally:
-        keeper.release(ctx.attempt_id)
-    result = ExecutionOutcome(run.id, ctx.attempt_id, ctx.fence, outcome, checksum, error, time.monotonic() - started)
+def _outcome(run: Run, ctx: JobContext, done: tuple[str, str | None, str], timing) -> ExecutionOutcome:
+    """The outcome of one run; ``timing`` is (monotonic start of its job, seconds in it)."""
+    outcome, checksum, error = done
+    started, job_seconds = timing
+    result = ExecutionOutcome(run.id, ctx.attempt_id, ctx.fence, outcome, checksum, error,
+                              time.monotonic() - started, run.job_type, job_seconds)
     log.info(
         "executed run=%s attempt=%s fence=%s job=%s outcome=%s duration=%.3fs checksum=%s error=%s",
         result.run_id, result.attempt_id, ctx.fence, run.job_type, outcome, result.duration_seconds,
@@ -102,75 +133,146 @@ def _run_held(run: Run, ctx: JobContext) -> ExecutionOutcome:
     return result
 
 
-def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> tuple[str, str | None, str]:
-    """(outcome, checksum, error) for one attempt; every path ends in one authority answer."""
+def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> JobOutput | tuple[str, str | None, str]:
+    """The job's output, still to be published; or (outcome, checksum, error) when the
+    attempt ended otherwise, every such path ending in one authority answer."""
     control = ctx.control
-    ids = dict(run_id=ctx.run_id, attempt_id=ctx.attempt_id, fence=ctx.fence)
     try:
         output = get_job(job_type)(ctx)
     except JobLost as exc:
         return "lost", None, str(exc)
     except JobCanceled:
-        return _finish(ids, control, keeper, outcome="canceled")
+        return _finish(_ids(ctx), control, keeper, outcome="canceled")
     except JobTimedOut as exc:
         # The attempt is over, but a later attempt may finish in time; max_attempts bounds retries.
-        return _finish(ids, control, keeper, outcome="failed", retryable=True, error=str(exc))
+        return _finish(_ids(ctx), control, keeper, outcome="failed", retryable=True, error=str(exc))
     except TransientJobError as exc:
-        return _finish(ids, control, keeper, outcome="failed", retryable=True, error=_describe(exc))
+        return _finish(_ids(ctx), control, keeper, outcome="failed", retryable=True, error=_describe(exc))
     except Exception as exc:  # PermanentJobError, and any bug in the job itself
-        return _finish(ids, control, keeper, outcome="failed", retryable=False, error=_describe(exc))
-
+        return _finish(_ids(ctx), control, keeper, outcome="failed", retryable=False, error=_describe(exc))
     if control.lost.is_set():
         return "lost", None, control.lost_reason  # uploading could never become canonical
+    return output
+
+
+class _Group:
+    """Finished outputs waiting to be published together, and the outcomes so far."""
+
+    def __init__(self, keeper: LeaseKeeper):
+        self.keeper = keeper
+        self.pending: list[tuple[Run, JobContext, JobOutput, tuple]] = []
+        self.outcomes: dict[str, ExecutionOutcome] = {}
+        self.first_at: float | None = None
+
+    def add(self, run: Run, ctx: JobContext, output: JobOutput, timing: tuple) -> None:
+        self.pending.append((run, ctx, output, timing))
+        self.first_at = self.first_at or time.monotonic()
+
+    def waited(self) -> float:
+        return 0.0 if self.first_at is None else time.monotonic() - self.first_at
+
+    def publish(self) -> None:
+        pending, self.pending, self.first_at = self.pending, [], None
+        for (run, ctx, _, timing), done in zip(pending, self._stage_and_complete(pending)):
+            self.outcomes[ctx.attempt_id] = _outcome(run, ctx, done, timing)
+
+    def _stage_and_complete(self, pending) -> list[tuple[str, str | None, str]]:
+        keeper = self.keeper
+        contexts = [ctx for _, ctx, _, _ in pending]
+        uploads = [authority.Upload(ctx.run_id, ctx.attempt_id, ctx.fence, output.data, output.content_type,
+                                    output.filename) for _, ctx, output, _ in pending]
+        results: list = [None] * len(pending)
+        try:
+            staged = _deliver(keeper, contexts, authority.stage_results, uploads) if pending else []
+        except TRANSIENT_DB_ERRORS as exc:
+            return [("lost", None, f"staging undeliverable: {_describe(exc)}")] * len(pending)
+        for i, (ctx, stored) in enumerate(zip(contexts, staged)):
+            if isinstance(stored, StaleFence):
+                results[i] = ("stale", None, str(stored))
+            elif isinstance(stored, Exception):
+                # Upload trouble is infrastructure, not the job: another attempt may succeed.
+                results[i] = _finish(_ids(ctx), ctx.control, keeper, outcome="failed", retryable=True,
+                                     error=f"staging failed: {_describe(stored)}")
+            elif ctx.control.lost.is_set():
+                results[i] = ("lost", None, ctx.control.lost_reason)
+        ready = [(i, ctx, staged[i]) for i, ctx in enumerate(contexts) if results[i] is None]
+        if ready:
+            failpoint("after_upload_before_complete")
+            for i, answer in zip([i for i, _, _ in ready], _complete(keeper, ready)):
+                results[i] = answer
+        return results
+
+
+def _complete(keeper: LeaseKeeper, ready) -> list[tuple[str, str | None, str]]:
+    """Complete succeeded attempts as one group; a lost reply is repeated, and the
+    authority answers a repeat with the saved run."""
+    contexts = [ctx for _, ctx, _ in ready]
+    successes = [authority.Success(ctx.run_id, ctx.attempt_id, ctx.fence, stored) for _, ctx, stored in ready]
+    for ctx in contexts:
+        keeper.completing(ctx.attempt_id)
     try:
-        stored = _deliver(keeper, ids, authority.stage_result, data=output.data, content_type=output.content_type,
-                          filename=output.filename)
-    except StaleFence as exc:
-        return "stale", None, str(exc)
-    except Exception as exc:
-        # Upload trouble is infrastructure, not the job: another attempt may succeed.
-        return _finish(ids, control, keeper, outcome="failed", retryable=True, error=f"staging failed: {_describe(exc)}")
-    failpoint("after_upload_before_complete")
-    return _finish(ids, control, keeper, outcome="succeeded", object_key=stored.key,
-                   version_id=stored.version_id, checksum=stored.checksum)
+        answers = _deliver(keeper, contexts, authority.complete_succeeded, successes)
+        if failpoint_enabled("drop_completion_reply"):
+            log.warning("failpoint drop_completion_reply: repeating %d completions", len(successes))
+            answers = _deliver(keeper, contexts, authority.complete_succeeded, successes)
+    except TRANSIENT_DB_ERRORS as exc:
+        # Undeliverable while the leases could stand: whatever the authority recorded stands,
+        # else the sweeper re-queues the runs.
+        log.error("completion of %d runs undeliverable: %s", len(successes), exc)
+        return [("lost", None, f"completion undeliverable: {_describe(exc)}")] * len(successes)
+    results = []
+    for ctx, answer in zip(contexts, answers):
+        if isinstance(answer, StaleFence):
+            results.append(("stale", None, str(answer)))
+        elif isinstance(answer, Exception):  # not this attempt's to publish: its lease lapses
+            log.error("completion of run=%s refused: %s", ctx.run_id, answer)
+            results.append(("lost", None, f"completion refused: {_describe(answer)}"))
+        else:
+            results.append(("succeeded", answer.result_checksum, ""))
+    return results
 
 
 def _finish(ids: dict, control: JobControl, keeper: LeaseKeeper, **completion) -> tuple[str, str | None, str]:
-    """Complete the attempt; a lost reply is repeated, and the authority answers a repeat
-    with the saved run. The lease is kept alive until the authority has answered."""
+    """Complete an attempt that did not succeed; a lost reply is repeated, and the authority
+    answers a repeat with the saved run. The lease is kept alive until it has answered."""
     error = completion.get("error", "")
     if control.lost.is_set():
         return "lost", None, control.lost_reason
     keeper.completing(ids["attempt_id"])
+    attempt = [ids["attempt_id"]]
     try:
-        run = _deliver(keeper, ids, authority.complete, **completion)
+        _deliver(keeper, attempt, lambda: authority.complete(**ids, **completion))
         if failpoint_enabled("drop_completion_reply"):
             log.warning("failpoint drop_completion_reply: repeating complete for run=%s", ids["run_id"])
-            run = _deliver(keeper, ids, authority.complete, **completion)
+            _deliver(keeper, attempt, lambda: authority.complete(**ids, **completion))
     except StaleFence as exc:
         return "stale", None, str(exc)
     except TRANSIENT_DB_ERRORS as exc:
-        # Undeliverable while the lease could stand: whatever the authority recorded stands,
-        # else the sweeper re-queues the run.
         log.error("complete for run=%s undeliverable: %s", ids["run_id"], exc)
         return "lost", None, f"completion undeliverable: {_describe(exc)}"
-    return completion["outcome"], run.result_checksum if completion["outcome"] == "succeeded" else None, error
+    return completion["outcome"], None, error
 
 
-def _deliver(keeper: LeaseKeeper, ids: dict, call, **kwargs):
-    """Call an idempotent authority operation for this attempt, repeating it with backoff
-    while the database is unreachable and the lease may still be valid: a database outage
-    shorter than the lease costs nothing (the keeper keeps beating meanwhile)."""
+def _deliver(keeper: LeaseKeeper, attempts, call, *args):
+    """Call an idempotent authority operation for these attempts (contexts or ids),
+    repeating it with backoff while the database is unreachable and a lease may still be
+    valid: a database outage shorter than the lease costs nothing (the keeper keeps beating
+    meanwhile)."""
+    attempt_ids = [getattr(a, "attempt_id", a) for a in attempts]
     delay = FIRST_RETRY_DELAY
     while True:
         try:
-            return call(**ids, **kwargs)
+            return call(*args)
         except TRANSIENT_DB_ERRORS:
-            if connection.in_atomic_block or not keeper.lease_may_be_valid(ids["attempt_id"]):
+            if connection.in_atomic_block or not any(map(keeper.lease_may_be_valid, attempt_ids)):
                 raise
             connection.close()  # reconnect on the next try
             time.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY)
+
+
+def _ids(ctx: JobContext) -> dict:
+    return dict(run_id=ctx.run_id, attempt_id=ctx.attempt_id, fence=ctx.fence)
 
 
 def _describe(exc: BaseException) -> str:

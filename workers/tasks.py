@@ -18,31 +18,41 @@ class JobFailed(Exception):
 
 
 @shared_task(name=EXECUTE_TASK, ignore_result=True)
-def execute(run_id: str, resource_class: str) -> dict:
-    """A dispatch hint. The worker claims through the authority (weighted-fair, within
-    tenant limits) before doing anything; when nothing is claimable the hint is dropped.
+def execute(run_id: str, resource_class: str, worth: int = 1) -> dict:
+    """A dispatch hint, worth up to ``worth`` claims of its resource class. The worker
+    claims through the authority (weighted-fair, within tenant limits) before doing
+    anything: as many runs as this process takes at once (workers.batching), passing the
+    rest of the hint on; when nothing is claimable the hint is dropped.
 
-    Returns what it did (the run it claimed, which may not be the hinted one, the job type and
-    the outcome): with no result backend, that return value is what Flower shows.
+    Returns what it did (the runs it claimed, which need not include the hinted one, their
+    job types and outcomes): with no result backend, that return value is what Flower shows.
     """
-    from runs.models import Run
+    from workers import batching
     from workers.runtime import claim_and_execute
 
-    executed = claim_and_execute(resource_classes=[resource_class], worker_label=WORKER_LABEL)
-    if not executed:
-        log.debug("hint for %s dropped: nothing claimable in %s", run_id, resource_class)
-        return {"hintedRunId": run_id, "claimedRunId": None, "jobType": None, "outcome": "dropped"}
-    [done] = executed  # one claim per hint
+    size = batching.claim_size(resource_class, worth)
+    executed = claim_and_execute(resource_classes=[resource_class], worker_label=WORKER_LABEL, limit=size)
+    batching.observe(resource_class, len(executed), sum(done.job_seconds for done in executed))
+    passed_on = worth - size if len(executed) == size < worth else 0
+    if passed_on:  # all claimed: more may be claimable, for any free process
+        execute.apply_async(args=[run_id, resource_class, passed_on], queue=resource_class)
     report = {
         "hintedRunId": run_id,
-        "claimedRunId": done.run_id,
-        "attemptId": done.attempt_id,
-        "jobType": Run.objects.filter(id=done.run_id).values_list("job_type", flat=True).first(),
-        "outcome": done.outcome,
-        "durationSeconds": round(done.duration_seconds, 3),
+        "worth": worth,
+        "passedOn": passed_on,
+        "outcome": "executed" if executed else "dropped",
+        "runs": [
+            {"runId": done.run_id, "attemptId": done.attempt_id, "jobType": done.job_type,
+             "outcome": done.outcome, "durationSeconds": round(done.duration_seconds, 3)}
+            for done in executed
+        ],
     }
-    if done.outcome == "failed":
-        raise JobFailed(f"{report}: {done.error[:500]}")
+    if not executed:
+        log.debug("hint for %s dropped: nothing claimable in %s", run_id, resource_class)
+    failed = [entry for entry, done in zip(report["runs"], executed) if done.outcome == "failed"]
+    if failed:
+        errors = "; ".join(f"{done.run_id}: {done.error[:300]}" for done in executed if done.outcome == "failed")
+        raise JobFailed(f"{failed}: {errors}")
     return report
 
 

@@ -7,19 +7,25 @@ database after lock waits. Every statement of the hot path is in runs/authority/
 """
 
 from runs.authority.claims import claim, claim_many
-from runs.authority.completion import complete, result_key, stage_result
+from runs.authority.completion import complete
+from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once
 from runs.authority.ownership import heartbeat, heartbeat_many
 from runs.authority.resume import schedule_resume
+from runs.authority.staging import Upload, result_key, stage_result, stage_results
 from runs.authority.sweep import sweep_expired_leases
 
 __all__ = [
+    "Completed",
     "MaterializeStats",
     "ScanCycle",
+    "Success",
+    "Upload",
     "claim",
     "claim_many",
     "complete",
+    "complete_succeeded",
     "heartbeat",
     "heartbeat_many",
     "materialize_due",
@@ -29,5 +35,6 @@ __all__ = [
     "run_once",
     "schedule_resume",
     "stage_result",
+    "stage_results",
     "sweep_expired_leases",
 ]

@@ -1,16 +1,13 @@
-"""Publication: staging an attempt's output, and the fenced completion of section 13."""
+"""The fenced completion of section 13: one attempt's outcome, judged and recorded."""
 
-import hashlib
-import logging
 import random
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models.functions import Now
 
 from effects.models import EffectIntent, EffectKind
-from runs.authority.ownership import current_attempt, require_credential, require_current
-from runs.authority.sql import register_upload, transition
+from runs.authority.ownership import require_credential, require_current
+from runs.authority.sql import transition
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics
@@ -28,96 +25,9 @@ from runs.models import (
 from schedules.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
-from objectstore import ObjectExists, StoredVersion, download_filename, get_object_store
 
-log = logging.getLogger(__name__)
 
 OUTCOMES = ("succeeded", "failed", "canceled")
-
-
-def result_key(run_id: str, attempt_id: str) -> str:
-    """Immutable, attempt-scoped name: a stale attempt can only ever write its own orphan."""
-    return f"runs/{run_id}/{attempt_id}/result"
-
-
-def stage_result(
-    *, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str, filename: str = "",
-    worker_token=None,
-) -> StoredObject:
-    """Register the upload (staged) before it begins, upload outside any transaction, then
-    record the version and the job's file name. Repeating the same bytes returns the same
-    object, also when the version of an earlier try was written but never recorded."""
-    key = result_key(run_id, attempt_id)
-    existing = _register(key, run_id, attempt_id, fence, content_type[:200], worker_token)
-    if existing.version_id:
-        return _same_upload(existing, data)
-    try:
-        stored = _upload(key, data, content_type)
-    except Exception:
-        metrics.PUBLICATION_FAILURES.labels("upload").inc()
-        raise
-    recorded = {
-        "version_id": stored.version_id,
-        "checksum": stored.checksum,
-        "size": stored.size,
-        "content_type": stored.content_type,
-        "filename": download_filename(filename) if filename else "",
-    }
-    updated = StoredObject.objects.filter(id=existing.id, state=ObjectState.STAGED, version_id__isnull=True).update(
-        **recorded, uploaded_at=Now()
-    )
-    if not updated:
-        # Cleanup took the row while we uploaded: this version can never be published.
-        try:
-            get_object_store().delete(key, stored.version_id)
-        except Exception:  # at worst one unreferenced object remains for the orphan sweep
-            log.warning("could not remove unpublishable upload %s", key, exc_info=True)
-        raise InvalidState("the staged object was claimed by cleanup; upload under a new attempt")
-    for name, value in recorded.items():
-        setattr(existing, name, value)
-    return existing
-
-
-def _register(key: str, run_id: str, attempt_id: str, fence: int, content_type: str, worker_token) -> StoredObject:
-    """The staged registry row of this attempt's upload, created if new; NotFound,
-    Forbidden or StaleFence when the caller may not upload for this attempt."""
-    token_id = worker_token.id if worker_token is not None else None
-    registered = register_upload(key, run_id, attempt_id, fence, content_type, worker_token_id=token_id)
-    if registered is not None:  # the common case, one statement
-        object_id, created_at = registered
-        return StoredObject(id=object_id, key=key, run_id=run_id, attempt_id=attempt_id, fence=fence,
-                            state=ObjectState.STAGED, content_type=content_type, created_at=created_at)
-    with metrics.counting_stale("stage"), transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().filter(id=run_id).first()
-        if run is None:
-            raise NotFound("no such run")
-        now = authority_now()
-        current_attempt(run, attempt_id, fence, now, worker_token=worker_token, operation="stage")
-        existing = StoredObject.objects.filter(key=key).first()
-        if existing is None:
-            existing = StoredObject.objects.create(
-                key=key, run=run, attempt_id=attempt_id, fence=fence, created_at=now, content_type=content_type,
-            )
-        return existing
-
-
-def _upload(key: str, data: bytes, content_type: str) -> StoredVersion:
-    """Write a new object; if an earlier try already wrote this key but its version never
-    got recorded (the database failed in between), the same bytes adopt that version."""
-    store = get_object_store()
-    try:
-        return store.put_new(key, data, content_type)
-    except ObjectExists:
-        written = store.current(key)
-        if written.checksum != "sha256:" + hashlib.sha256(data).hexdigest():
-            raise InvalidState("this attempt already uploaded a different result") from None
-        return written
-
-
-def _same_upload(existing: StoredObject, data: bytes) -> StoredObject:
-    if existing.checksum != "sha256:" + hashlib.sha256(data).hexdigest():
-        raise InvalidState("this attempt already uploaded a different result; objects are immutable")
-    return existing
 
 
 def complete(
@@ -207,23 +117,22 @@ def _publish(schedule, run, attempt, object_key, version_id, checksum, now) -> l
         accepted_attempt=attempt, result_key=obj.key, result_version_id=obj.version_id,
         result_checksum=obj.checksum, result_size=obj.size, result_content_type=obj.content_type,
     )
-    _effect_intents(run, now)
+    EffectIntent.objects.bulk_create(effect_intents(run.id, run.payload.get("effects"), obj, now))
     return outbox
 
 
-def _effect_intents(run: Run, now) -> None:
-    """Only a committed canonical publication creates effect intents, in its transaction;
-    the effects loop claims the intents themselves, so they need no outbox row."""
-    intents = [
+def effect_intents(run_id: str, effects: dict | None, result: StoredObject, now) -> list[EffectIntent]:
+    """The effect intents (unsaved) of a canonical publication, by the run's ``effects``.
+    Only a committed publication creates them, in its own transaction; the effects loop
+    claims the intents themselves, so they need no outbox row."""
+    return [
         EffectIntent(
-            action=f"{verb}-{run.id}", run=run, kind=kind, target=target,
-            result_key=run.result_key, result_version_id=run.result_version_id,
-            result_checksum=run.result_checksum, created_at=now, updated_at=now,
+            action=f"{verb}-{run_id}", run_id=run_id, kind=kind, target=target, result_key=result.key,
+            result_version_id=result.version_id, result_checksum=result.checksum, created_at=now, updated_at=now,
         )
         for kind, verb in ((EffectKind.EMAIL, "send"), (EffectKind.WEBHOOK, "post"))
-        if (target := (run.payload.get("effects") or {}).get(kind))
+        if (target := (effects or {}).get(kind))
     ]
-    EffectIntent.objects.bulk_create(intents)
 
 
 def _fail_or_retry(schedule, run, now, error, retryable) -> list[Outbox]:

@@ -88,30 +88,137 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
         return dict(cursor.fetchall())
 
 
-def register_upload(
-    key: str, run_id: str, attempt_id: str, fence: int, content_type: str, *, worker_token_id: str | None = None
-) -> tuple | None:
-    """Register an upload before it begins, in one statement: lock the run, check that the
-    attempt owns it at database time, insert the staged registry row. Returns its ``(id,
-    created_at)``; None when nothing was inserted (no such run or attempt, ownership lost,
-    or the key registered already, or ``worker_token_id`` is not the credential that claimed)
-    and always on SQLite: the caller then takes the general path, which tells these apart."""
-    if connection.vendor != "postgresql":
-        return None
+def register_uploads(items) -> dict[str, tuple]:
+    """Register uploads before they begin, in one statement: lock each item's run (in id
+    order), check that its attempt owns it at database time, insert the staged registry
+    row. ``items`` have ``key, run_id, attempt_id, fence, content_type, worker_token_id``.
+    Returns ``{key: (id, created_at)}`` for the rows inserted; a key missing from the answer
+    (no such run or attempt, ownership lost, key registered already, or ``worker_token_id``
+    not the credential that claimed) and every key on SQLite take the caller's general
+    path, which tells these apart."""
+    if connection.vendor != "postgresql" or not items:
+        return {}
     run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
     sql = (
         f"INSERT INTO {StoredObject._meta.db_table} (key, run_id, attempt_id, fence, state, content_type, created_at)"
-        f" SELECT %s, r.id, a.id, a.fence, 'staged', %s, clock_timestamp()"
-        f" FROM {run_table} AS r JOIN {attempt_table} AS a ON a.run_id = r.id AND a.id = %s"
-        f" WHERE r.id = %s AND r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = %s"
-        f"   AND a.fence = %s AND a.state = 'running' AND r.lease_expires_at > clock_timestamp()"
-        f"   AND (%s::varchar IS NULL OR a.worker_token_id = %s)"
-        f" FOR UPDATE OF r"
-        f" ON CONFLICT (key) DO NOTHING RETURNING id, created_at"
+        f" SELECT u.key, r.id, a.id, a.fence, 'staged', u.content_type, clock_timestamp()"
+        f" FROM unnest(%s::varchar[], %s::varchar[], %s::varchar[], %s::bigint[], %s::varchar[], %s::varchar[])"
+        f"   AS u(key, run_id, attempt_id, fence, content_type, token_id)"
+        f" JOIN {run_table} AS r ON r.id = u.run_id"
+        f" JOIN {attempt_table} AS a ON a.run_id = r.id AND a.id = u.attempt_id"
+        f" WHERE r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = u.fence"
+        f"   AND a.fence = u.fence AND a.state = 'running' AND r.lease_expires_at > clock_timestamp()"
+        f"   AND (u.token_id IS NULL OR a.worker_token_id = u.token_id)"
+        f" ORDER BY r.id FOR UPDATE OF r"
+        f" ON CONFLICT (key) DO NOTHING RETURNING key, id, created_at"
+    )
+    columns = ("key", "run_id", "attempt_id", "fence", "content_type", "worker_token_id")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[getattr(item, name) for item in items] for name in columns])
+        return {key: (object_id, created_at) for key, object_id, created_at in cursor.fetchall()}
+
+
+def record_uploads(objs) -> set:
+    """Record the written version of staged objects (``id, version_id, checksum, size,
+    content_type, filename`` each), in one statement, each only while its row is still
+    staged without a version: cleanup may have taken it during the upload. Returns the ids
+    recorded."""
+    if not objs:
+        return set()
+    fields = ["version_id", "checksum", "size", "content_type", "filename"]
+    if connection.vendor != "postgresql":
+        return {
+            o.id for o in objs
+            if StoredObject.objects.filter(id=o.id, state="staged", version_id__isnull=True).update(
+                uploaded_at=timezone.now(), **{name: getattr(o, name) for name in fields})
+        }
+    table = StoredObject._meta.db_table
+    sql = (
+        f"UPDATE {table} AS o SET version_id = v.version_id, checksum = v.checksum, size = v.size,"
+        f" content_type = v.content_type, filename = v.filename, uploaded_at = clock_timestamp()"
+        f" FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::bigint[], %s::varchar[], %s::varchar[])"
+        f"  AS v(id, version_id, checksum, size, content_type, filename)"
+        f" WHERE o.id = v.id AND o.id = ANY(%s) AND o.state = 'staged' AND o.version_id IS NULL RETURNING o.id"
+    )
+    ids = [o.id for o in objs]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ids, *([getattr(o, name) for o in objs] for name in fields), ids])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def lock_schedules_of_runs(run_ids: list[str]) -> None:
+    """Lock the schedules of these runs in id order: a group of completions takes its
+    schedule locks before any run lock, as every single operation does."""
+    sql = (
+        f"SELECT id FROM {Schedule._meta.db_table} WHERE id IN"
+        f" (SELECT schedule_id FROM {Run._meta.db_table} WHERE id = ANY(%s)) ORDER BY id FOR UPDATE"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [key, content_type, attempt_id, run_id, fence, fence, worker_token_id, worker_token_id])
+        cursor.execute(sql, [run_ids])
+
+
+# What lock_completions reads per completion, in this order.
+COMPLETION_FIELDS = (
+    "run_id", "run_state", "run_fence", "current_attempt_id", "leased", "holds_guard", "overlap_policy",
+    "recurrence_kind", "effects", "resource_class", "attempt_state", "attempt_fence", "attempt_started_at",
+    "object_id", "object_state", "object_attempt_id", "object_fence", "object_version_id", "object_checksum",
+    "object_size", "object_content_type", "now",
+)
+
+
+def lock_completions(run_ids: list[str], attempt_ids: list[str], keys: list[str]) -> list[tuple]:
+    """Lock, in run id order, each completion's run and staged object, and read what the
+    fenced completion checks (COMPLETION_FIELDS, ``effects`` as JSON text), with database
+    time. A completion whose
+    run, attempt or object does not exist is missing from the answer. The caller holds the
+    schedule locks (lock_schedules_of_runs)."""
+    run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
+    sql = (
+        f"SELECT r.id, r.state, r.fence, r.current_attempt_id, r.lease_expires_at > clock_timestamp(),"
+        f"  r.holds_guard, s.overlap_policy, s.recurrence ->> 'kind', (r.payload -> 'effects')::text, r.resource_class,"
+        f"  a.state, a.fence, a.started_at,"
+        f"  o.id, o.state, o.attempt_id, o.fence, o.version_id, o.checksum, o.size, o.content_type,"
+        f"  clock_timestamp()"
+        f" FROM unnest(%s::varchar[], %s::varchar[], %s::varchar[]) AS c(run_id, attempt_id, key)"
+        f" JOIN {run_table} AS r ON r.id = c.run_id"
+        f" JOIN {Schedule._meta.db_table} AS s ON s.id = r.schedule_id"
+        f" JOIN {attempt_table} AS a ON a.id = c.attempt_id AND a.run_id = r.id"
+        f" JOIN {StoredObject._meta.db_table} AS o ON o.key = c.key"
+        f" ORDER BY r.id FOR UPDATE OF r, o"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run_ids, attempt_ids, keys])
+        return cursor.fetchall()
+
+
+def publish_results(rows: list[tuple], now) -> tuple[int, int, int]:
+    """The canonical publication of several succeeded attempts in one statement: each
+    ``(run id, attempt id, object id, key, version id, checksum, size, content type)``
+    marks its object referenced, its attempt succeeded and its run succeeded with the
+    result pointer, each write guarded by the state the caller locked and checked. Returns
+    the rows written per table (objects, attempts, runs)."""
+    run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
+    active = ", ".join(f"'{state}'" for state in (RunState.PENDING, RunState.QUEUED, RunState.RUNNING))
+    sql = (
+        f"WITH p AS (SELECT * FROM unnest(%s::varchar[], %s::varchar[], %s::bigint[], %s::varchar[],"
+        f"  %s::varchar[], %s::varchar[], %s::bigint[], %s::varchar[])"
+        f"  AS p(run_id, attempt_id, object_id, key, version_id, checksum, size, content_type)),"
+        f" o AS (UPDATE {StoredObject._meta.db_table} AS o SET state = 'referenced', referenced_at = %s"
+        f"  FROM p WHERE o.id = p.object_id AND o.state = 'staged' RETURNING o.id),"
+        f" a AS (UPDATE {attempt_table} AS a SET state = 'succeeded', finished_at = %s, error = '', retryable = NULL"
+        f"  FROM p WHERE a.id = p.attempt_id AND a.state = 'running' RETURNING a.id),"
+        f" r AS (UPDATE {run_table} AS r SET state = 'succeeded', pending_reason = '', finished_at = %s,"
+        f"  holds_guard = false, accepted_attempt_id = p.attempt_id, result_key = p.key,"
+        f"  result_version_id = p.version_id, result_checksum = p.checksum, result_size = p.size,"
+        f"  result_content_type = p.content_type"
+        f"  FROM p WHERE r.id = p.run_id AND r.id = ANY(%s) AND r.state IN ({active}) RETURNING r.id)"
+        f" SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM a), (SELECT count(*) FROM r)"
+    )
+    columns = list(zip(*rows))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*map(list, columns), now, now, now, list(columns[0])])
         return cursor.fetchone()
+
 
 def lock_schedules(fields, ids: list[str]) -> list[tuple]:
     """Lock the unpaused, undeleted schedules among ``ids``, skipping locked ones; rows of

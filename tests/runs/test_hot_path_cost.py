@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 # (statements, commits) of each step for one run, on PostgreSQL.
 CLAIM = (9, 1)
 STAGE = (2, 2)  # register the upload, then record its version after the upload
-COMPLETE = (8, 1)
+COMPLETE = (8, 1)  # `complete`, the general path (the HTTP API, outcomes other than success)
 
 
 def cost(queries) -> tuple[int, int]:
@@ -63,3 +63,28 @@ def test_heartbeat__one_statement_whatever_the_attempts_held(tenant):
     with CaptureQueriesContext(connection) as beat:
         alive = authority.heartbeat_many([(r.current_attempt_id, r.fence) for r in runs])
     assert len(alive) == 30 and cost(beat) == (1, 1)
+
+
+# (statements, commits) of each step for a batch of 16 runs claimed by one worker process.
+BATCH = 16
+BATCH_CLAIM = (9, 1)
+BATCH_STAGE = (2, 2)  # every upload registered by one statement, every version recorded by one
+BATCH_COMPLETE = (3, 1)  # the group commit
+
+
+def test_hot_path__a_batch_costs_the_same_statements_as_one_run(tenant):
+    for i in range(BATCH):
+        make_due(create_schedule(tenant, name=f"b{i}", overlapPolicy="allow"))
+    authority.materialize_due()
+
+    with CaptureQueriesContext(connection) as claim:
+        runs = authority.claim_many(n=BATCH, worker_label="w")
+    uploads = [authority.Upload(r.id, r.current_attempt_id, r.fence, b"{}", "application/json") for r in runs]
+    with CaptureQueriesContext(connection) as stage:
+        staged = authority.stage_results(uploads)
+    successes = [authority.Success(r.id, r.current_attempt_id, r.fence, obj) for r, obj in zip(runs, staged)]
+    with CaptureQueriesContext(connection) as complete:
+        answers = authority.complete_succeeded(successes)
+
+    assert len(runs) == BATCH and {a.state for a in answers} == {"succeeded"}
+    assert (cost(claim), cost(stage), cost(complete)) == (BATCH_CLAIM, BATCH_STAGE, BATCH_COMPLETE)

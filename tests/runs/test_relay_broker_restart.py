@@ -44,6 +44,7 @@ def private_redis(tmp_path):
 
 def test_relay_step__broker_restarted__lost_hints_republished_at_once(tenant, private_redis, settings):
     settings.RELAY_REPUBLISH_AFTER_SECONDS = 3600  # the time-based backstop cannot be what helps
+    settings.CLAIM_BATCH = {}  # one message per hint, so the queue's length counts hints
     schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
         "name": "s", "jobType": "demo.sleep", "overlapPolicy": "allow",
         "recurrence": {"kind": "cron", "cron": "0 9 * * *"}}))

@@ -8,7 +8,7 @@ import pytest
 
 from objectstore import get_object_store
 from runs import authority
-from runs.authority.completion import result_key
+from runs.authority import result_key
 from runs.models import ObjectState, StoredObject
 from scheduler_project.errors import InvalidState
 from tests.authority_steps import create_schedule, start_run

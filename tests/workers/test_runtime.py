@@ -74,9 +74,9 @@ def count_calls(monkeypatch, name, *, fail_after_first=None):
     """Wrap authority.<name>, counting calls; optionally lose the reply of the first call."""
     real, calls = getattr(authority, name), []
 
-    def wrapper(**kwargs):
-        calls.append(kwargs)
-        result = real(**kwargs)
+    def wrapper(*args, **kwargs):
+        calls.append(args or kwargs)
+        result = real(*args, **kwargs)
         if fail_after_first and len(calls) == 1:
             raise fail_after_first
         return result
@@ -220,12 +220,12 @@ def test_execute__timeout_stops_the_job_and_allows_a_retry(tenant):
 
 def test_execute__lost_completion_reply_is_repeated_and_answered_with_saved_run(tenant, monkeypatch):
     run = due_run(tenant, params={"seconds": 0})
-    calls = count_calls(monkeypatch, "complete", fail_after_first=OperationalError("connection lost"))
+    calls = count_calls(monkeypatch, "complete_succeeded", fail_after_first=OperationalError("connection lost"))
 
     outcome = execute_claimed(run)
 
     assert outcome.outcome == "succeeded" and len(calls) == 2
-    assert {c["checksum"] for c in calls} == {outcome.checksum}
+    assert {s.stored.checksum for (group,) in calls for s in group} == {outcome.checksum}
     run.refresh_from_db()
     assert run.state == RunState.SUCCEEDED and run.result_checksum == outcome.checksum
 

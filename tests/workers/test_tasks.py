@@ -6,6 +6,7 @@ import pytest
 from runs import authority
 from runs.models import Run
 from tests.authority_steps import create_schedule
+from workers import batching
 from workers.tasks import JobFailed, execute
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
@@ -22,10 +23,27 @@ def test_execute__returns_the_run_it_claimed_its_job_type_and_outcome(tenant):
     result = execute.apply(args=[run.id, "short"])
     assert result.successful()
     report = result.get()
-    assert report["hintedRunId"] == run.id and report["claimedRunId"] == run.id
-    assert report["jobType"] == "demo.sleep" and report["outcome"] == "succeeded"
-    assert report["attemptId"].startswith("att_") and report["durationSeconds"] >= 0
+    assert report["hintedRunId"] == run.id and report["outcome"] == "executed"
+    [done] = report["runs"]
+    assert done["runId"] == run.id and done["jobType"] == "demo.sleep" and done["outcome"] == "succeeded"
+    assert done["attemptId"].startswith("att_") and done["durationSeconds"] >= 0
     assert Run.objects.get(id=run.id).state == "succeeded"
+
+
+def test_execute__a_hint_worth_several_claims__claims_what_this_process_takes_and_passes_on_the_rest(
+    tenant, settings
+):
+    """A fresh process claims one run per hint, so a hint worth three executes one and
+    passes a hint worth two on; the process's claim size then grows (workers.batching)."""
+    runs = [_queued(tenant) for _ in range(3)]
+    batching._windows.clear()
+    result = execute.apply(args=[runs[0].id, "short", 3])
+    report = result.get()
+    assert len(report["runs"]) == 1 and report["worth"] == 3 and report["passedOn"] == 2
+    assert batching.claim_size("short", 2) == 2
+    report = execute.apply(args=[runs[0].id, "short", 2]).get()
+    assert len(report["runs"]) == 2 and report["passedOn"] == 0
+    assert set(Run.objects.filter(id__in=[r.id for r in runs]).values_list("state", flat=True)) == {"succeeded"}
 
 
 def test_execute__a_failed_job_is_a_failed_task(tenant):
@@ -40,4 +58,4 @@ def test_execute__a_failed_job_is_a_failed_task(tenant):
 def test_execute__a_hint_with_nothing_claimable_is_dropped(tenant):
     result = execute.apply(args=["run_gone", "short"])
     assert result.successful()
-    assert result.get() == {"hintedRunId": "run_gone", "claimedRunId": None, "jobType": None, "outcome": "dropped"}
+    assert result.get() == {"hintedRunId": "run_gone", "worth": 1, "passedOn": 0, "outcome": "dropped", "runs": []}

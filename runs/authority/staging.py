@@ -1,0 +1,163 @@
+"""Staging: an attempt's output registered, uploaded under its attempt-scoped key, and its
+version recorded, before the fenced completion may publish it (section 13).
+
+A worker process stages the outputs of the attempts it finished together: one statement
+registers them all, each is uploaded outside any transaction, one statement records the
+versions. Each upload is still judged on its own: one that is refused fails alone.
+"""
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from objectstore import ObjectExists, StoredVersion, download_filename, get_object_store
+from runs import metrics
+from runs.authority.ownership import current_attempt
+from runs.authority.sql import record_uploads, register_uploads
+from runs.models import ObjectState, Run, StoredObject
+from scheduler_project.clock import authority_now
+from scheduler_project.errors import DomainError, InvalidState, NotFound
+
+log = logging.getLogger(__name__)
+
+
+def result_key(run_id: str, attempt_id: str) -> str:
+    """Immutable, attempt-scoped name: a stale attempt can only ever write its own orphan."""
+    return f"runs/{run_id}/{attempt_id}/result"
+
+
+@dataclass
+class Upload:
+    run_id: str
+    attempt_id: str
+    fence: int
+    data: bytes
+    content_type: str
+    filename: str = ""
+    worker_token: object = None
+    key: str = field(init=False)
+
+    def __post_init__(self):
+        self.key = result_key(self.run_id, self.attempt_id)
+        self.content_type = self.content_type[:200]
+
+    @property
+    def worker_token_id(self):
+        return self.worker_token.id if self.worker_token is not None else None
+
+
+def stage_result(
+    *, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str, filename: str = "",
+    worker_token=None,
+) -> StoredObject:
+    """Stage one attempt's output (stage_results); raises what refused it."""
+    [staged] = stage_results([Upload(run_id, attempt_id, fence, data, content_type, filename, worker_token)])
+    if isinstance(staged, Exception):
+        raise staged
+    return staged
+
+
+def stage_results(uploads: list[Upload]) -> list[StoredObject | Exception]:
+    """Register every upload (staged) before it begins, upload outside any transaction, then
+    record the versions and the jobs' file names. Repeating the same bytes returns the same
+    object, also when the version of an earlier try was written but never recorded.
+
+    Per upload, in order: its staged object, or the exception that refused it (NotFound,
+    Forbidden, StaleFence, InvalidState, or the store's error). A database error raises.
+    """
+    registered = register_uploads(uploads)
+    answers: list[StoredObject | Exception] = []
+    written: list[tuple[int, Upload, StoredVersion]] = []
+    for i, upload in enumerate(uploads):
+        try:
+            obj = _staged_row(upload, registered.get(upload.key))
+            if obj.version_id:
+                answers.append(_same_upload(obj, upload.data))
+                continue
+        except DomainError as exc:
+            answers.append(exc)
+            continue
+        try:
+            version = _upload(upload)
+        except Exception as exc:  # the store's trouble, or a different result under this key
+            answers.append(exc)
+            continue
+        answers.append(obj)
+        written.append((i, upload, version))
+    _record(answers, written)
+    return answers
+
+
+def _staged_row(upload: Upload, registered: tuple | None) -> StoredObject:
+    """The staged registry row of this upload, created if new; NotFound, Forbidden or
+    StaleFence when the caller may not upload for this attempt."""
+    if registered is not None:  # the common case: register_uploads inserted it
+        object_id, created_at = registered
+        return StoredObject(id=object_id, key=upload.key, run_id=upload.run_id, attempt_id=upload.attempt_id,
+                            fence=upload.fence, state=ObjectState.STAGED, content_type=upload.content_type,
+                            created_at=created_at)
+    with metrics.counting_stale("stage"), transaction.atomic(durable=True):
+        run = Run.objects.select_for_update().filter(id=upload.run_id).first()
+        if run is None:
+            raise NotFound("no such run")
+        now = authority_now()
+        current_attempt(run, upload.attempt_id, upload.fence, now, worker_token=upload.worker_token,
+                        operation="stage")
+        existing = StoredObject.objects.filter(key=upload.key).first()
+        if existing is None:
+            existing = StoredObject.objects.create(
+                key=upload.key, run=run, attempt_id=upload.attempt_id, fence=upload.fence, created_at=now,
+                content_type=upload.content_type,
+            )
+        return existing
+
+
+def _upload(upload: Upload) -> StoredVersion:
+    """Write a new object; if an earlier try already wrote this key but its version never
+    got recorded (the database failed in between), the same bytes adopt that version."""
+    store = get_object_store()
+    try:
+        return store.put_new(upload.key, upload.data, upload.content_type)
+    except ObjectExists:
+        written = store.current(upload.key)
+        if written.checksum != _checksum(upload.data):
+            raise InvalidState("this attempt already uploaded a different result") from None
+        return written
+    except Exception:
+        metrics.PUBLICATION_FAILURES.labels("upload").inc()
+        raise
+
+
+def _record(answers: list, written: list[tuple[int, Upload, StoredVersion]]) -> None:
+    """Record the written versions; a row cleanup took during the upload can never be
+    published, and its upload is removed."""
+    for i, upload, version in written:
+        obj = answers[i]
+        obj.version_id, obj.checksum, obj.size = version.version_id, version.checksum, version.size
+        obj.content_type = version.content_type
+        obj.filename = download_filename(upload.filename) if upload.filename else ""
+    recorded = record_uploads([answers[i] for i, _, _ in written])
+    for i, upload, version in written:
+        if answers[i].id not in recorded:
+            answers[i] = _unpublishable(upload, version)
+
+
+def _unpublishable(upload: Upload, version: StoredVersion) -> InvalidState:
+    """Cleanup took the row while we uploaded: this version can never be published."""
+    try:
+        get_object_store().delete(upload.key, version.version_id)
+    except Exception:  # at worst one unreferenced object remains for the orphan sweep
+        log.warning("could not remove unpublishable upload %s", upload.key, exc_info=True)
+    return InvalidState("the staged object was claimed by cleanup; upload under a new attempt")
+
+
+def _same_upload(existing: StoredObject, data: bytes) -> StoredObject:
+    if existing.checksum != _checksum(data):
+        raise InvalidState("this attempt already uploaded a different result; objects are immutable")
+    return existing
+
+
+def _checksum(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
