@@ -193,10 +193,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             rule = parse_rule(obj.recurrence, default_anchor=obj.created_at)
         except RecurrenceError as exc:
             return f"invalid recurrence: {exc}"
-        lines = preview_lines(rule)
-        if rule.kind == "after_completion":
-            lines = [f"{rule.delay_seconds}s after the previous occurrence completes, e.g. {lines[0]}"]
-        return format_html_join("\n", "<div>{}</div>", ((line,) for line in lines))
+        return format_html_join("\n", "<div>{}</div>", ((line,) for line in preview_lines(rule)))
 
     @admin.display(description="runs")
     def recent_runs(self, obj):

@@ -307,3 +307,14 @@ def test_admin_index__beat_models_shown_in_redis_mode(admin_client, settings):
 def test_admin_index__outbox_label(admin_client):
     index = admin_client.get("/admin/").content
     assert b"Outbox entries" in index and b"Outboxs" not in index
+
+
+def test_admin_add__after_completion_preview_says_what_the_delay_means(admin_client, tenant):
+    response = admin_client.post(ADD_URL, add_form(tenant, recurrence_kind="after_completion", delay_seconds="90"))
+    lines = preview_shown(response)
+    assert len(lines) == 1 and lines[0].startswith("90s after the previous run ends") and "(America/New_York)" in lines[0]
+
+
+def test_admin_run_list__scheduled_time_in_the_schedules_zone(admin_client, client):
+    run_once(client, create_schedule(client)["scheduleId"])
+    assert b"(America/New_York)</td>" in admin_client.get("/admin/runs/run/").content
