@@ -5,6 +5,7 @@ from django.contrib import admin
 from runs.authority import run_cancel
 from runs.models import Attempt, Outbox, Run, StoredObject
 from schedules.admin import ReadOnlyAdmin, apply_to_each
+from schedules.admin_forms import schedule_zone, zoned
 
 
 class AttemptInline(admin.TabularInline):
@@ -24,13 +25,17 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "schedule", "state", "attempt_count", "scheduled_at", "due_at", "finished_at")
+    list_display = ("id", "schedule", "state", "attempt_count", "scheduled_at", "scheduled_local", "due_at", "finished_at")
     list_filter = ("state", "trigger", "job_type")
     search_fields = ("id", "schedule__id", "schedule__name")
     list_select_related = ("schedule",)
     date_hierarchy = "scheduled_at"
     inlines = [AttemptInline]
     actions = ["cancel"]
+
+    @admin.display(description="scheduled, in the schedule's zone", ordering="scheduled_at")
+    def scheduled_local(self, run):
+        return zoned(run.scheduled_at, schedule_zone(run.schedule))
 
     @admin.action(description="Cancel selected runs")
     def cancel(self, request, queryset):

@@ -231,6 +231,8 @@ class Outbox(models.Model):
     last_error = models.TextField(blank=True, default="")
 
     class Meta:
+        verbose_name = "outbox entry"
+        verbose_name_plural = "outbox entries"
         indexes = [
             models.Index(
                 fields=["kind", "id"], name="outbox_unpublished_idx", condition=Q(published_at__isnull=True)

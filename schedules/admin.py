@@ -1,13 +1,19 @@
-"""Operator views. Schedules are changed only through the services (revisioned, locked),
-so their admin is read-only apart from the pause/resume/run-now actions."""
+"""Operator views. Schedules are changed only through the services (revisioned, locked):
+their form calls the API's validation and services, the pause/resume/run-now actions the
+services too."""
+
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
-from django.utils import timezone
-from django.utils.html import format_html_join
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from runs.authority import run_once, schedule_resume
+from runs.models import Run
+from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
 from schedules.models import ApiToken, JobType, Schedule, Tenant
-from schedules.recurrence import RecurrenceError, local_rendering, parse_rule, preview
+from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.services import schedule_pause
 from schedules.tenants import token_revoke
 from scheduler_project.errors import DomainError
@@ -71,14 +77,115 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         apply_to_each(self, request, queryset, token_revoke, "Revoked")
 
 
+class DeletedFilter(admin.SimpleListFilter):
+    """Live schedules unless the operator asks for the deleted ones (or all)."""
+
+    title = "deleted"
+    parameter_name = "deleted"
+
+    def lookups(self, request, model_admin):
+        return (("no", "Live"), ("yes", "Deleted"), ("all", "All"))
+
+    def choices(self, changelist):
+        current = self.value() or "no"
+        for value, title in self.lookup_choices:
+            yield {
+                "selected": current == value,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+                "display": title,
+            }
+
+    def queryset(self, request, queryset):
+        value = self.value() or "no"
+        if value == "all":
+            return queryset
+        return queryset.filter(deleted_at__isnull=(value == "no"))
+
+
+RECURRENCE = ("recurrence_kind", "cron", "timezone", "every_seconds", "anchor", "delay_seconds")
+POLICIES = (
+    "misfire_policy", "misfire_grace_seconds", "overlap_policy",
+    "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds",
+)
+CONTROL = ("expected_revision", "previewed")
+SUMMARY = ("id", "tenant", "job_type", "revision", "paused")
+TIMES = ("zone", "next_run", "created", "updated", "paused_since", "deleted", "next_five_instants")
+VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
+             "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", "effects")
+RECENT_RUNS = 20
+
+
 @admin.register(Schedule)
-class ScheduleAdmin(ReadOnlyAdmin):
-    list_display = ("name", "id", "tenant", "job_type", "revision", "paused", "next_run_at", "deleted_at")
-    list_filter = ("paused", "job_type", "tenant")
+class ScheduleAdmin(admin.ModelAdmin):
+    """Create and edit through the API's validation and services (ScheduleForm); pause,
+    resume and run-now as actions through the services. Times are on the schedule's zone."""
+
+    form = ScheduleForm
+    list_display = ("name", "id", "tenant", "job_type", "revision", "paused", "next_run", "deleted_at")
+    list_filter = (DeletedFilter, "paused", "job_type", "tenant")
     search_fields = ("id", "name")
     list_select_related = ("tenant", "job_type")
-    readonly_fields = ("next_five_instants",)
     actions = ["pause", "resume", "run_now"]
+
+    def has_change_permission(self, request, obj=None):
+        # A deleted schedule is history: viewable, never edited.
+        return super().has_change_permission(request, obj) and (obj is None or obj.deleted_at is None)
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return [
+                (None, {"fields": ("tenant", "name", "job_type", "params")}),
+                ("Recurrence", {"fields": RECURRENCE}),
+                ("Policies", {"fields": POLICIES}),
+                ("Effects", {"fields": ("effects", *CONTROL)}),
+            ]
+        if self.has_change_permission(request, obj):
+            editable = [
+                (None, {"fields": (*SUMMARY, "name", "params")}),
+                ("Recurrence", {"fields": RECURRENCE}),
+                ("Policies", {"fields": POLICIES}),
+                ("Effects", {"fields": ("effects", *CONTROL)}),
+            ]
+        else:
+            editable = [(None, {"fields": (*SUMMARY, *VIEW_ONLY)})]
+        return [
+            *editable,
+            ("Times, in the schedule's zone", {"fields": TIMES}),
+            (f"Recent runs (last {RECENT_RUNS})", {"fields": ("recent_runs",)}),
+        ]
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else (*SUMMARY, *TIMES, "recent_runs")
+
+    def save_model(self, request, obj, form, change):
+        """Nothing left to write: the form's service call wrote the schedule and its revision."""
+
+    @admin.display(description="time zone")
+    def zone(self, obj):
+        return schedule_zone(obj)
+
+    @admin.display(description="next run", ordering="next_run_at")
+    def next_run(self, obj):
+        return zoned(obj.next_run_at, schedule_zone(obj))
+
+    @admin.display(description="created")
+    def created(self, obj):
+        return zoned(obj.created_at, schedule_zone(obj))
+
+    @admin.display(description="last changed by a client")
+    def updated(self, obj):
+        return zoned(obj.updated_at, schedule_zone(obj))
+
+    @admin.display(description="paused since")
+    def paused_since(self, obj):
+        return zoned(obj.paused_at, schedule_zone(obj)) if obj.paused else "-"
+
+    @admin.display(description="deleted")
+    def deleted(self, obj):
+        return zoned(obj.deleted_at, schedule_zone(obj))
 
     @admin.display(description="Next five instants")
     def next_five_instants(self, obj):
@@ -86,13 +193,28 @@ class ScheduleAdmin(ReadOnlyAdmin):
             rule = parse_rule(obj.recurrence, default_anchor=obj.created_at)
         except RecurrenceError as exc:
             return f"invalid recurrence: {exc}"
-        if rule.kind == "after_completion":
-            return f"{rule.delay_seconds}s after the previous occurrence completes"
-        instants = preview(rule, timezone.now(), 5)
-        return format_html_join(
-            "\n", "<div>{} ({})</div>", ((at.isoformat(), local_rendering(rule, at)) for at in instants)
-        )
+        return format_html_join("\n", "<div>{}</div>", ((line,) for line in preview_lines(rule)))
 
+    @admin.display(description="runs")
+    def recent_runs(self, obj):
+        runs = Run.objects.filter(schedule=obj).order_by("-scheduled_at", "-id")[:RECENT_RUNS]
+        zone = schedule_zone(obj)
+        rows = format_html_join(
+            "\n",
+            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (reverse("admin:runs_run_change", args=[run.id]), run.id, run.trigger, run.state,
+                 zoned(run.scheduled_at, zone), zoned(run.finished_at, zone), run.attempt_count)
+                for run in runs
+            ),
+        )
+        every = reverse("admin:runs_run_changelist") + "?" + urlencode({"q": obj.id})
+        return format_html(
+            "<table><thead><tr><th>run</th><th>trigger</th><th>state</th><th>scheduled</th><th>finished</th>"
+            "<th>attempts</th></tr></thead><tbody>{}</tbody></table><p><a href=\"{}\">every run of this schedule</a></p>",
+            rows or mark_safe("<tr><td colspan=\"6\">no runs yet</td></tr>"),
+            every,
+        )
     @admin.action(description="Pause selected schedules")
     def pause(self, request, queryset):
         apply_to_each(

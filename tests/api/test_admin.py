@@ -1,12 +1,15 @@
 """The operator admin: read-only state, with actions that go through the services."""
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
 from runs.models import Run
-from schedules.models import Schedule
+from schedules.models import AuthorKind, Schedule
 from tests.api.conftest import create_schedule, run_once
+from tests.factories import make_tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -43,11 +46,12 @@ def test_changelists_render(admin_client, client, model):
     assert admin_client.get(f"/admin/{model}/").status_code == 200
 
 
-def test_schedule_page_shows_next_five_instants_read_only(admin_client, client):
+def test_schedule_page_shows_next_five_instants_in_its_zone(admin_client, client):
     schedule = create_schedule(client)
     response = admin_client.get(f"/admin/schedules/schedule/{schedule['scheduleId']}/change/")
     assert response.status_code == 200
-    assert response.content.count(b"-05:00)") + response.content.count(b"-04:00)") == 5
+    instants = re.findall(rb"<div>(\w{3} \S+ 09:00:00 E[SD]T \(America/New_York\) = \S+Z)</div>", response.content)
+    assert len(instants) == 5 and all(not line.startswith((b"Sat", b"Sun")) for line in instants)
     assert b'name="revision"' not in response.content  # no editable state fields
 
 
@@ -75,3 +79,242 @@ def test_run_cancel_action_uses_authority(admin_client, client):
 
 def test_runs_cannot_be_added_or_deleted_in_admin(admin_client):
     assert admin_client.get("/admin/runs/run/add/").status_code == 403
+
+
+# --- Create and edit through the API's validation and services -----------------------------
+
+ADD_URL = "/admin/schedules/schedule/add/"
+
+
+def add_form(tenant, **overrides) -> dict:
+    """The admin's add form as a browser posts it (every field, blanks as empty strings)."""
+    return {
+        "tenant": tenant.id, "name": "nightly", "job_type": "demo.sleep", "params": '{"seconds": 0}',
+        "recurrence_kind": "cron", "cron": "30 2 * * *", "timezone": "America/New_York",
+        "every_seconds": "", "anchor": "", "delay_seconds": "",
+        "misfire_policy": "latest_only", "misfire_grace_seconds": "60", "overlap_policy": "buffer_one",
+        "retry_max_attempts": "", "retry_initial_delay_seconds": "", "retry_max_delay_seconds": "",
+        "effects": "{}", "expected_revision": "", "previewed": "", **overrides,
+    }
+
+
+def change_form(response) -> dict:
+    """What a browser posts back from a rendered change form: every field's current value."""
+    form = response.context["adminform"].form
+    values = {name: form[name].value() for name in form.fields}
+    return {name: "" if value is None else str(value) for name, value in values.items()}
+
+
+def form_errors(response) -> dict:
+    assert response.status_code == 200, response.status_code
+    return {field: list(errors) for field, errors in response.context["adminform"].form.errors.items()}
+
+
+def preview_shown(response) -> list[str]:
+    assert response.status_code == 200
+    return response.context["adminform"].form.preview or []
+
+
+def test_admin_add__shows_five_instants_first_then_creates_through_the_service(admin_client, tenant):
+    first = admin_client.post(ADD_URL, add_form(tenant))
+    lines = preview_shown(first)
+    assert Schedule.objects.count() == 0  # nothing saved before the preview was seen
+    assert len(lines) == 5 and all("02:30:00 E" in line and "(America/New_York)" in line for line in lines)
+    assert b"Next five instants of this rule" in first.content and b"errornote" not in first.content
+
+    second = admin_client.post(ADD_URL, change_form(first))
+    assert second.status_code == 302, form_errors(second)
+    schedule = Schedule.objects.get()
+    assert (schedule.tenant, schedule.name, schedule.job_type_id) == (tenant, "nightly", "demo.sleep")
+    assert schedule.recurrence == {"kind": "cron", "cron": "30 2 * * *", "timezone": "America/New_York"}
+    assert schedule.revisions.get().author_kind == AuthorKind.ADMIN
+    assert schedule.next_run_at is not None and schedule.retry_max_attempts == 3  # the job type's default
+
+
+def test_admin_add__spring_forward_preview_matches_the_api(admin_client, client, tenant):
+    """The DST gap: 02:30 on 2027-03-14 does not exist in New York and fires at 03:30 EDT."""
+    response = admin_client.post(ADD_URL, {**add_form(tenant), "_preview": "1"})
+    api = client.post("/api/v1/schedules/preview", {
+        "recurrence": {"kind": "cron", "cron": "30 2 * * *", "timezone": "America/New_York"}, "count": 5,
+    }).json()
+    assert [line.rsplit(" = ", 1)[1] for line in preview_shown(response)] == [i["at"] for i in api["instants"]]
+
+
+def test_admin_add__preview_button_never_saves(admin_client, tenant):
+    first = admin_client.post(ADD_URL, add_form(tenant))
+    again = admin_client.post(ADD_URL, {**change_form(first), "_preview": "1"})
+    assert len(preview_shown(again)) == 5 and Schedule.objects.count() == 0
+
+
+def test_admin_add__a_changed_rule_is_previewed_again(admin_client, tenant):
+    first = admin_client.post(ADD_URL, add_form(tenant))
+    changed = admin_client.post(ADD_URL, {**change_form(first), "cron": "0 9 * * *"})
+    assert all("09:00:00" in line for line in preview_shown(changed)) and Schedule.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "overrides, field, message",
+    [
+        ({"cron": "61 * * * *"}, "cron", "cron"),
+        ({"cron": ""}, "cron", "recurrence.cron is required"),
+        ({"timezone": "Mars/Olympus"}, "timezone", "Mars/Olympus"),
+        ({"recurrence_kind": "interval", "every_seconds": "0"}, "every_seconds", "everySeconds"),
+        ({"recurrence_kind": "interval", "every_seconds": "60", "anchor": "yesterday"}, "anchor", "anchor"),
+        ({"name": "   "}, "name", "required"),
+        ({"params": "[1, 2]"}, "params", "params"),
+        ({"misfire_grace_seconds": "-1"}, "misfire_grace_seconds", "misfireGraceSeconds"),
+        ({"retry_max_attempts": "0"}, "retry_max_attempts", "maxAttempts"),
+        ({"effects": '{"email": {"to": ["not-an-address"]}}'}, "effects", "email"),
+        ({"effects": '{"webhook": {"url": "http://127.0.0.1/hook"}}'}, "effects", "public host"),
+    ],
+)
+def test_admin_add__bad_input_is_a_form_error_on_its_field(admin_client, tenant, overrides, field, message):
+    response = admin_client.post(ADD_URL, add_form(tenant, **overrides))
+    errors = form_errors(response)
+    assert list(errors) == [field] and message in errors[field][0], errors
+    assert b"errornote" in response.content and Schedule.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "overrides, field, message",
+    [
+        ({"params": '{"seconds": "soon"}'}, "params", "params"),  # the job type's schema: the service's check
+        ({"retry_initial_delay_seconds": "60", "retry_max_delay_seconds": "5"}, "retry_max_delay_seconds",
+         "maxDelaySeconds"),
+    ],
+)
+def test_admin_add__service_refusals_are_form_errors(admin_client, tenant, overrides, field, message):
+    first = admin_client.post(ADD_URL, add_form(tenant, **overrides))
+    assert preview_shown(first)
+    errors = form_errors(admin_client.post(ADD_URL, change_form(first)))
+    assert list(errors) == [field] and message in errors[field][0], errors
+    assert Schedule.objects.count() == 0
+
+
+def test_admin_add__quota_and_job_type_grant_are_form_errors(admin_client):
+    small = make_tenant("small", job_types=["report.sales"], max_schedules=0)
+    first = admin_client.post(ADD_URL, add_form(small))
+    errors = form_errors(admin_client.post(ADD_URL, change_form(first)))
+    assert "job_type" in errors and "may not use" in errors["job_type"][0]
+    first = admin_client.post(ADD_URL, add_form(small, job_type="report.sales", params='{"region": "eu"}'))
+    errors = form_errors(admin_client.post(ADD_URL, change_form(first)))
+    assert "tenant" in errors and "quota" in errors["tenant"][0]
+
+
+def change_url(schedule_id: str) -> str:
+    return f"/admin/schedules/schedule/{schedule_id}/change/"
+
+
+def test_admin_edit__revises_through_the_service_as_admin(admin_client, client):
+    schedule_id = create_schedule(client)["scheduleId"]
+    page = admin_client.get(change_url(schedule_id))
+    renamed = admin_client.post(change_url(schedule_id), {**change_form(page), "name": "renamed"})
+    assert renamed.status_code == 302, form_errors(renamed)  # the rule is unchanged: no preview needed
+    schedule = Schedule.objects.get(pk=schedule_id)
+    assert (schedule.name, schedule.revision) == ("renamed", 2)
+    assert schedule.revisions.get(revision=2).author_kind == AuthorKind.ADMIN
+
+    page = admin_client.get(change_url(schedule_id))
+    previewed = admin_client.post(change_url(schedule_id), {**change_form(page), "cron": "15 7 * * *"})
+    assert all("07:15:00" in line for line in preview_shown(previewed))
+    assert Schedule.objects.get(pk=schedule_id).revision == 2
+    saved = admin_client.post(change_url(schedule_id), change_form(previewed))
+    assert saved.status_code == 302, form_errors(saved)
+    schedule = Schedule.objects.get(pk=schedule_id)
+    assert schedule.revision == 3 and schedule.recurrence["cron"] == "15 7 * * *"
+    assert schedule.name == "renamed" and schedule.params == {"seconds": 0}
+    revisions = client.get(f"/api/v1/schedules/{schedule_id}/revisions").json()
+    assert [r["authorKind"] for r in revisions["results"]][:2] == ["admin", "admin"]
+
+
+def test_admin_edit__unchanged_form_writes_no_revision(admin_client, client):
+    schedule_id = create_schedule(client)["scheduleId"]
+    page = admin_client.get(change_url(schedule_id))
+    assert admin_client.post(change_url(schedule_id), change_form(page)).status_code == 302
+    assert Schedule.objects.get(pk=schedule_id).revision == 1
+
+
+def test_admin_edit__a_concurrent_api_edit_is_a_form_error(admin_client, client):
+    schedule_id = create_schedule(client)["scheduleId"]
+    page = admin_client.get(change_url(schedule_id))
+    assert client.patch(f"/api/v1/schedules/{schedule_id}", {"expectedRevision": 1, "name": "api"}).status_code == 200
+    response = admin_client.post(change_url(schedule_id), {**change_form(page), "name": "admin"})
+    errors = form_errors(response)
+    assert "revision 2" in errors["__all__"][0]
+    assert Schedule.objects.get(pk=schedule_id).name == "api"
+
+
+def test_admin_edit__bad_cron_is_a_form_error(admin_client, client):
+    schedule_id = create_schedule(client)["scheduleId"]
+    page = admin_client.get(change_url(schedule_id))
+    errors = form_errors(admin_client.post(change_url(schedule_id), {**change_form(page), "cron": "0 9 * *"}))
+    assert list(errors) == ["cron"]
+    assert Schedule.objects.get(pk=schedule_id).revision == 1
+
+
+def test_admin_schedules__deleted_hidden_by_default_and_view_only(admin_client, client):
+    live = create_schedule(client, name="live-one")["scheduleId"]
+    gone = create_schedule(client, name="gone-one")["scheduleId"]
+    assert client.delete(f"/api/v1/schedules/{gone}").status_code == 204
+    listing = admin_client.get("/admin/schedules/schedule/")
+    assert live.encode() in listing.content and gone.encode() not in listing.content
+    deleted = admin_client.get("/admin/schedules/schedule/?deleted=yes")
+    assert gone.encode() in deleted.content and live.encode() not in deleted.content
+    every = admin_client.get("/admin/schedules/schedule/?deleted=all")
+    assert gone.encode() in every.content and live.encode() in every.content
+
+    page = admin_client.get(change_url(gone))
+    assert page.status_code == 200 and b'name="name"' not in page.content  # history: viewable, not editable
+    assert admin_client.post(change_url(gone), {"name": "x"}).status_code == 403
+
+
+def test_admin_schedule_page__lists_recent_runs_with_links(admin_client, client):
+    schedule_id = create_schedule(client)["scheduleId"]
+    runs = [run_once(client, schedule_id)["runId"] for _ in range(2)]
+    run_once_canceled = runs[0]
+    assert client.post(f"/api/v1/runs/{run_once_canceled}/cancel").status_code in (200, 202)
+    page = admin_client.get(change_url(schedule_id)).content.decode()
+    for run_id in runs:
+        assert f'<a href="/admin/runs/run/{run_id}/change/">{run_id}</a>' in page
+    assert "<td>canceled</td>" in page and "<td>queued</td>" in page
+    assert "(America/New_York)</td>" in page  # scheduled times on the schedule's wall clock
+    assert f"/admin/runs/run/?q={schedule_id}" in page
+
+
+def test_admin_schedule_list__next_run_in_the_schedules_zone(admin_client, client):
+    create_schedule(client)
+    listing = admin_client.get("/admin/schedules/schedule/").content.decode()
+    assert re.search(r"\w{3} \S+ 09:00:00 E[SD]T \(America/New_York\)", listing)
+
+
+# --- Labels and what embedded mode hides -------------------------------------------------------
+
+
+def test_admin_index__beat_models_hidden_in_embedded_mode(admin_client, settings):
+    settings.REDIS_URL = ""
+    index = admin_client.get("/admin/").content
+    assert b"Periodic tasks" not in index and b"Intervals" not in index
+    assert admin_client.get("/admin/django_celery_beat/periodictask/").status_code == 403
+
+
+def test_admin_index__beat_models_shown_in_redis_mode(admin_client, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:6379/9"
+    index = admin_client.get("/admin/").content
+    assert b"Periodic tasks" in index
+    assert admin_client.get("/admin/django_celery_beat/periodictask/").status_code == 200
+
+
+def test_admin_index__outbox_label(admin_client):
+    index = admin_client.get("/admin/").content
+    assert b"Outbox entries" in index and b"Outboxs" not in index
+
+
+def test_admin_add__after_completion_preview_says_what_the_delay_means(admin_client, tenant):
+    response = admin_client.post(ADD_URL, add_form(tenant, recurrence_kind="after_completion", delay_seconds="90"))
+    lines = preview_shown(response)
+    assert len(lines) == 1 and lines[0].startswith("90s after the previous run ends") and "(America/New_York)" in lines[0]
+
+
+def test_admin_run_list__scheduled_time_in_the_schedules_zone(admin_client, client):
+    run_once(client, create_schedule(client)["scheduleId"])
+    assert b"(America/New_York)</td>" in admin_client.get("/admin/runs/run/").content

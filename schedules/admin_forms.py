@@ -1,0 +1,194 @@
+"""The admin's schedule form. An operator's create or edit is the API's request: the same
+body validation (scheduler_project/http/schedule_requests.py) and the same services
+(schedule_create, schedule_update), recorded on the revision as written by the admin. Their
+errors are form errors. A rule is saved only after its next five instants were shown."""
+
+import json
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django import forms
+
+from schedules.models import AuthorKind, JobType, MisfirePolicy, OverlapPolicy, Schedule, Tenant
+from schedules.services import schedule_create, schedule_preview, schedule_update
+from schedules.specs import DEFAULT_POLICIES
+from scheduler_project.clock import instant
+from scheduler_project.errors import DomainError, JobTypeForbidden, QuotaExceeded
+from scheduler_project.http.schedule_requests import preview_arguments, schedule_changes, schedule_spec
+
+PREVIEW_COUNT = 5
+RECURRENCE_KINDS = [("cron", "cron"), ("interval", "interval"), ("after_completion", "after completion")]
+# Form field -> key of the request body's recurrence object, per kind (timezone for every kind).
+RECURRENCE_KEYS = {"cron": "cron", "every_seconds": "everySeconds", "anchor": "anchor", "delay_seconds": "delaySeconds"}
+KIND_FIELDS = {"cron": ("cron",), "interval": ("every_seconds", "anchor"), "after_completion": ("delay_seconds",)}
+RECURRENCE_FIELDS = ("recurrence_kind", "timezone", *RECURRENCE_KEYS)
+RETRY_KEYS = {
+    "retry_max_attempts": "maxAttempts",
+    "retry_initial_delay_seconds": "initialDelaySeconds",
+    "retry_max_delay_seconds": "maxDelaySeconds",
+}
+BODY_KEYS = {
+    "name": "name",
+    "params": "params",
+    "misfire_policy": "misfirePolicy",
+    "misfire_grace_seconds": "misfireGraceSeconds",
+    "overlap_policy": "overlapPolicy",
+    "effects": "effects",
+}
+# The form field showing an error of a request field (its dotted path, or a prefix of it).
+FORM_FIELD_OF = {
+    **{key: field for field, key in BODY_KEYS.items()},
+    **{f"retry.{key}": field for field, key in RETRY_KEYS.items()},
+    **{f"recurrence.{key}": field for field, key in RECURRENCE_KEYS.items()},
+    "jobType": "job_type",
+    "recurrence": "recurrence_kind",
+    "recurrence.kind": "recurrence_kind",
+    "recurrence.timezone": "timezone",
+    "retry": "retry_max_attempts",
+}
+CONTROL_FIELDS = {"expected_revision", "previewed"}
+
+
+def schedule_zone(schedule: Schedule) -> str:
+    return (schedule.recurrence or {}).get("timezone") or "UTC"
+
+
+def zoned(moment: datetime | None, zone_name: str) -> str:
+    """`moment` on the wall clock of `zone_name`, the zone named: 'Mon 2027-03-15 09:00:00 EDT (America/New_York)'."""
+    if moment is None:
+        return "-"
+    try:
+        local = moment.astimezone(ZoneInfo(zone_name))
+    except (ZoneInfoNotFoundError, ValueError, OverflowError):
+        return f"{instant(moment)} (UTC)"
+    return f"{local:%a %Y-%m-%d %H:%M:%S %Z} ({zone_name})"
+
+
+def preview_lines(rule) -> list[str]:
+    """The next instants of `rule` as the admin shows them: local with the zone named, and UTC."""
+    lines = [f"{zoned(at, rule.timezone)} = {instant(at)}" for at, _ in schedule_preview(rule=rule, count=PREVIEW_COUNT)]
+    if rule.kind == "after_completion":  # one instant: the delay after a run ending now
+        return [f"{rule.delay_seconds}s after the previous run ends; for a run ending now: {line}" for line in lines]
+    return lines
+
+
+def recurrence_body(values: dict) -> dict:
+    """The request's recurrence object from the form's values: the chosen kind's keys only."""
+    kind = values.get("recurrence_kind")
+    body = {"kind": kind, "timezone": values.get("timezone") or "UTC"}
+    for field in KIND_FIELDS.get(kind, ()):
+        if values.get(field) not in (None, ""):
+            body[RECURRENCE_KEYS[field]] = values[field]
+    return body
+
+
+def recurrence_initial(recurrence: dict) -> dict:
+    initial = {field: recurrence.get(key) for field, key in RECURRENCE_KEYS.items()}
+    return {**initial, "recurrence_kind": recurrence.get("kind"), "timezone": recurrence.get("timezone", "UTC")}
+
+
+def canonical(body: dict) -> str:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+class ScheduleForm(forms.ModelForm):
+    tenant = forms.ModelChoiceField(Tenant.objects.order_by("name"))
+    name = forms.CharField(max_length=200)
+    job_type = forms.ModelChoiceField(JobType.objects.filter(enabled=True).order_by("name"))
+    params = forms.JSONField(required=False, initial=dict, help_text="A JSON object, checked against the job type's parameter schema.")
+    recurrence_kind = forms.ChoiceField(label="Recurrence", choices=RECURRENCE_KINDS, initial="cron")
+    cron = forms.CharField(required=False, strip=False, help_text="cron: 5 fields (or @daily, ...) on the zone's wall clock.")
+    timezone = forms.CharField(initial="UTC", help_text="IANA zone name, e.g. America/New_York.")
+    every_seconds = forms.IntegerField(required=False, help_text="interval: seconds between instants.")
+    anchor = forms.CharField(required=False, help_text="interval: an ISO 8601 instant; default: the time of saving.")
+    delay_seconds = forms.IntegerField(required=False, help_text="after completion: seconds after the previous run ends.")
+    misfire_policy = forms.ChoiceField(choices=MisfirePolicy.choices, initial=DEFAULT_POLICIES["misfirePolicy"])
+    misfire_grace_seconds = forms.IntegerField(required=False, initial=DEFAULT_POLICIES["misfireGraceSeconds"])
+    overlap_policy = forms.ChoiceField(choices=OverlapPolicy.choices, initial=DEFAULT_POLICIES["overlapPolicy"])
+    retry_max_attempts = forms.IntegerField(required=False, help_text="Empty: the job type's default.")
+    retry_initial_delay_seconds = forms.FloatField(required=False, help_text="Empty: the job type's default.")
+    retry_max_delay_seconds = forms.FloatField(required=False, help_text="Empty: the job type's default.")
+    effects = forms.JSONField(
+        required=False, initial=dict,
+        help_text='e.g. {"email": {"to": ["ops@example.com"]}, "webhook": {"url": "https://hooks.example.com/x"}}',
+    )
+    # The revision this edit applies to, and the rule whose instants were last shown.
+    expected_revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    previewed = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    class Meta:
+        model = Schedule
+        fields = ()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.preview: list[str] | None = None  # set when the rule's instants are shown instead of saving
+        self.editing = not self.instance._state.adding
+        if self.editing:  # tenant and job type stay what they are
+            self.fields.pop("tenant", None)
+            self.fields.pop("job_type", None)
+            self.initial.update(recurrence_initial(self.instance.recurrence), expected_revision=self.instance.revision)
+            self.initial["previewed"] = canonical(recurrence_body(self.initial))
+
+    def is_valid(self):
+        return super().is_valid() and self.preview is None
+
+    def _post_clean(self):
+        """Not the model's validation: the API's, then the service, which writes."""
+        if self.errors:
+            return
+        changed = set(self.changed_data) - CONTROL_FIELDS if self.editing else set(self.fields)
+        rule = recurrence_body(self.cleaned_data)
+        unconfirmed = bool(changed & set(RECURRENCE_FIELDS)) and canonical(rule) != self.cleaned_data.get("previewed")
+        try:
+            spec = self._request_spec(changed) if changed else None
+            if "_preview" in self.data or unconfirmed:
+                self._show_preview(rule)
+            elif spec is not None:  # an edit that changes nothing writes no revision
+                self._save(spec)
+        except DomainError as exc:
+            self._add_domain_error(exc)
+
+    def _request_spec(self, changed: set):
+        values = self.cleaned_data
+        body = {key: values[field] for field, key in BODY_KEYS.items() if field in changed and values.get(field) is not None}
+        for field in ("params", "effects"):
+            if field in changed and values.get(field) is None:
+                body[BODY_KEYS[field]] = {}  # an emptied box clears them
+        if changed & set(RECURRENCE_FIELDS):
+            body["recurrence"] = recurrence_body(values)
+        retry = {key: values[field] for field, key in RETRY_KEYS.items() if field in changed and values.get(field) is not None}
+        if retry:
+            body["retry"] = retry
+        if not self.editing:
+            return schedule_spec({**body, "jobType": values["job_type"].name})
+        return schedule_changes({**body, "expectedRevision": values.get("expected_revision") or self.instance.revision})[1]
+
+    def _show_preview(self, rule: dict) -> None:
+        arguments = preview_arguments({"recurrence": rule})
+        self.preview = preview_lines(arguments["rule"])
+        self.data = self.data.copy()
+        self.data[self.add_prefix("previewed")] = canonical(rule)  # saving this rule next is confirmed
+
+    def _save(self, spec) -> None:
+        if not self.editing:
+            self.instance, _ = schedule_create(tenant=self.cleaned_data["tenant"], spec=spec, author_kind=AuthorKind.ADMIN)
+            return
+        self.instance = schedule_update(
+            tenant=self.instance.tenant,
+            schedule_id=self.instance.id,
+            expected_revision=self.cleaned_data.get("expected_revision") or self.instance.revision,
+            changes=spec,
+            author_kind=AuthorKind.ADMIN,
+        )
+
+    def _add_domain_error(self, exc: DomainError) -> None:
+        field = exc.details.get("field") or ""
+        while field and field not in FORM_FIELD_OF:
+            field = field.rpartition(".")[0]
+        target = FORM_FIELD_OF.get(field)
+        if isinstance(exc, JobTypeForbidden):
+            target = "job_type"
+        elif isinstance(exc, QuotaExceeded):
+            target = "tenant"
+        self.add_error(target if target in self.fields else None, exc.message)
