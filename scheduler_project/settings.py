@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from scheduler_project.connections import configure_postgresql
 from scheduler_project.database_url import parse_database_url
 
 
@@ -99,6 +100,12 @@ EMBEDDED_DATABASE_PATH = VAR_DIR / "scheduler.sqlite3"
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{EMBEDDED_DATABASE_PATH}"
 # Several hosts (postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write) for failover.
 DATABASES = {"default": parse_database_url(DATABASE_URL, conn_max_age=60)}
+# "pgbouncer": DATABASE_URL names a PgBouncer in transaction pooling mode (docs/operations.md).
+DATABASE_POOLER = os.environ.get("DATABASE_POOLER", "").strip().lower()
+# The web process's threads share a pool of at most this many connections (scheduler_project/
+# wsgi.py); a request that waits longer than the timeout for one is answered 503.
+DATABASE_POOL_MAX_SIZE = env_int("DATABASE_POOL_MAX_SIZE", 4)
+DATABASE_POOL_TIMEOUT_SECONDS = float(os.environ.get("DATABASE_POOL_TIMEOUT_SECONDS", 5))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Embedded mode: WAL so readers never block the writer, IMMEDIATE so every
     # transaction takes the write lock up front (no upgrade deadlocks), and a busy
@@ -111,11 +118,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
     }
 else:
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    # A process paused inside a transaction (GC stall, SIGSTOP, frozen VM) keeps its row
-    # locks, and no lease ends them: PostgreSQL ends such a session instead.
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c idle_in_transaction_session_timeout=%d" % (
-        env_int("DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 10) * 1000
+    configure_postgresql(
+        DATABASES["default"],
+        pooler=DATABASE_POOLER,
+        idle_in_transaction_seconds=env_int("DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 10),
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 EMBEDDED_DATABASE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"

@@ -1,8 +1,20 @@
 import os
 
-from django.core.wsgi import get_wsgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
+
+from django.conf import settings  # noqa: E402 - needs the settings module above
+
+from scheduler_project.connections import use_connection_pool  # noqa: E402
+
+# The web process: its gunicorn threads share a bounded pool (docs/operations.md, "Connection budget").
+use_connection_pool(
+    settings.DATABASES["default"],
+    max_size=settings.DATABASE_POOL_MAX_SIZE,
+    timeout=settings.DATABASE_POOL_TIMEOUT_SECONDS,
+)
+
+from django.core.wsgi import get_wsgi_application  # noqa: E402
+
 application = get_wsgi_application()
 
 from scheduler_project.startup import require_secret_key  # noqa: E402 - needs the settings above

@@ -1,17 +1,22 @@
-"""Real server processes for tests: S3 is exercised against a moto_server subprocess, never an in-process mock.
-Also the few things every test that starts a server needs: a free port, waiting for it, stopping it."""
+"""Real server processes for tests: S3 is exercised against a moto_server subprocess, never an in-process mock;
+a private Redis or PgBouncer where a test must own one. Also the few things every test that starts a server
+needs: a free port, waiting for it, stopping it."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -34,6 +39,21 @@ def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 15.0) -
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def api_request(port: int, token: str, method: str, path: str, body: str | None = None):
+    """(status, headers, body bytes) of one request to a server on 127.0.0.1, on a connection
+    of its own (as many short-lived clients send them), with a bearer token and a JSON body."""
+    import http.client
+
+    client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        client.request(method, path, body=body, headers={"Authorization": f"Bearer {token}",
+                                                         "Content-Type": "application/json"})
+        response = client.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        client.close()
 
 
 def stop_process(process: subprocess.Popen) -> None:
@@ -145,3 +165,89 @@ class RedisServer:
         self.kill()
         time.sleep(down_seconds)
         self.start()
+
+
+def pgbouncer_binary() -> str | None:
+    """Debian's pgbouncer (bin/ensure-services installs it); /usr/sbin is not on every PATH."""
+    found = shutil.which("pgbouncer")
+    if found:
+        return found
+    return "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None
+
+
+class PgBouncer:
+    """A private PgBouncer in transaction pooling mode in front of a PostgreSQL server, on a
+    free local port. Clients log in as the server's user without a password (auth_type trust);
+    PgBouncer logs in to PostgreSQL the way the test suite does."""
+
+    def __init__(self, log_path: Path, *, server_host: str, server_port: int, user: str, pool_size: int):
+        self.port = free_port()
+        self.user = user
+        self.log_path = log_path
+        self.pool_size = pool_size
+        self.process: subprocess.Popen | None = None
+        # PgBouncer refuses to run as root; as root it drops to the `postgres` account, which
+        # must read its files: they live outside pytest's private (0700) temporary directory.
+        self.directory = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
+        self.directory.chmod(0o755)
+        (self.directory / "users.txt").write_text(f'"{user}" ""\n')
+        (self.directory / "pgbouncer.ini").write_text(
+            "[databases]\n"
+            f"* = host={server_host} port={server_port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.directory / 'users.txt'}\n"
+            f"pool_mode = transaction\ndefault_pool_size = {pool_size}\nmax_client_conn = 500\n"
+            f"admin_users = {user}\nidle_transaction_timeout = 10\n"
+        )
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        binary = pgbouncer_binary()
+        if binary is None:
+            raise RuntimeError("pgbouncer is not installed (bin/ensure-services installs Debian's package)")
+        run_as = ["-u", "postgres"] if os.geteuid() == 0 else []
+        self.process = subprocess.Popen(
+            [binary, *run_as, str(self.directory / "pgbouncer.ini")],
+            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        wait_for_port(self.port, self.process)
+
+    def show(self, what: str) -> list[dict]:
+        """A SHOW command of PgBouncer's admin console (simple query protocol only)."""
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(f"postgresql://{self.user}@{self.address}/pgbouncer", autocommit=True,
+                             cursor_factory=psycopg.ClientCursor, row_factory=dict_row) as admin:
+            return admin.execute(f"SHOW {what}").fetchall()
+
+    def url(self, database_url: str) -> str:
+        """`database_url` (postgresql://user@host:port/name) through this PgBouncer."""
+        parts = urlsplit(database_url)
+        return urlunsplit(parts._replace(netloc=f"{parts.netloc.rpartition('@')[0]}@{self.address}"))
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@contextmanager
+def pgbouncer_in_front_of(database_url: str, log_path: Path, *, pool_size: int):
+    """A started PgBouncer in front of `database_url`'s server. Without Debian's package the
+    test is skipped on a developer's machine and fails in CI, which installs it."""
+    if pgbouncer_binary() is None:
+        message = "pgbouncer is not installed (bin/ensure-services installs Debian's package)"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+    parts = urlsplit(database_url)
+    bouncer = PgBouncer(log_path, server_host=parts.hostname or "127.0.0.1", server_port=parts.port or 5432,
+                        user=parts.username or "postgres", pool_size=pool_size)
+    bouncer.start()
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()

@@ -12,6 +12,7 @@ from django.db import InterfaceError, OperationalError
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
+from psycopg_pool import PoolTimeout
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -70,13 +71,16 @@ def domain_error_body(exc: DomainError) -> dict:
 
 
 # The authority is unreachable or refused for a moment (restart, failover, connection
-# limit, lock timeout): nothing was done, and the same request may be sent again.
+# limit, lock timeout, no pooled connection free within DATABASE_POOL_TIMEOUT_SECONDS):
+# nothing was done, and the same request may be sent again. Django reports a pool timeout
+# as its OperationalError; the driver's own class is named too, wherever it surfaces.
 UNAVAILABLE_RETRY_AFTER_SECONDS = 1
+UNAVAILABLE_ERRORS = (OperationalError, InterfaceError, PoolTimeout)
 
 
 def exception_body(exc) -> tuple[int, dict, dict] | None:
     """(status, body, headers) for any exception the API knows how to report, else None."""
-    if isinstance(exc, (OperationalError, InterfaceError)):
+    if isinstance(exc, UNAVAILABLE_ERRORS):
         body = error_body("unavailable", "the database cannot be reached right now; retry")
         return 503, body, {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)}
     if isinstance(exc, DomainError):
@@ -153,7 +157,7 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        if not isinstance(exception, (OperationalError, InterfaceError)):
+        if not isinstance(exception, UNAVAILABLE_ERRORS):
             return None
         status, body, headers = exception_body(exception)
         response = JsonResponse(body, status=status)

@@ -11,6 +11,7 @@ import zlib
 import pytest
 import schemathesis
 from django.core import signals
+from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -21,7 +22,6 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from scheduler_project.wsgi import application
 from tests.api.conftest import CRON_BODY
 from tests.extreme_instants import instants
 from tests.factories import api_client, make_tenant, make_worker_token
@@ -40,8 +40,9 @@ CHECKS = [
 # is drawn from instants near year 1 and 9999 with any offset, as well as ordinary ones.
 schemathesis.openapi.format("date-time", instants())
 
-# Generating the schema touches no database, so it is loaded at collection time.
-schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application).include(path_regex=r"^/api/v1/")
+# Generating the schema touches no database, so it is loaded at collection time. Django's own
+# WSGI handler, not scheduler_project.wsgi: that one is the web process, with its connection pool.
+schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application()).include(path_regex=r"^/api/v1/")
 
 # Filled per test by the `credentials` fixture (each test has its own tenant and tokens).
 _tokens: dict[str, str] = {}

@@ -1,7 +1,8 @@
 """docker-compose.yml without Docker: every service's command starts the way its container would.
 
-PostgreSQL (a fresh database), Redis, a moto S3 server and an SMTP sink stand in for the
-compose infrastructure; everything else is the compose file's own commands and environment.
+PostgreSQL (a fresh database) behind a private PgBouncer in transaction pooling mode, Redis,
+a moto S3 server and an SMTP sink stand in for the compose infrastructure; everything else is
+the compose file's own commands and environment.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from tests.deploy.compose import (
 )
 from tests.e2e.processes import Processes, wait_until
 from tests.effects.helpers import start_smtp_sink
-from tests.servers import free_port, stop_process
+from tests.servers import free_port, pgbouncer_in_front_of, stop_process
 
 # Compose services the test provides itself; a new one needs a stand-in here.
-STAND_INS = {"postgres", "redis", "minio", "mailpit"}
+STAND_INS = {"postgres", "pgbouncer", "redis", "minio", "mailpit"}
 _STAND_IN_HOST = re.compile(r"(^|//|@)(%s)(:\d|/|$)" % "|".join(STAND_INS))
 ONE_SHOT_TIMEOUT = 180
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -100,11 +101,13 @@ def mailbox(tmp_path):
 
 
 class ComposeRun:
-    """The compose services as local processes in one temporary directory."""
+    """The compose services as local processes in one temporary directory. `stand_ins` replace
+    environment values for every service, `service_stand_ins[name]` for one service."""
 
-    def __init__(self, tmp_path: Path, stand_ins: dict[str, str]):
+    def __init__(self, tmp_path: Path, stand_ins: dict[str, str], service_stand_ins: dict[str, dict[str, str]]):
         self.tmp_path = tmp_path
         self.stand_ins = stand_ins
+        self.service_stand_ins = service_stand_ins
         self.ports = {8000: free_port()}
         self.dotenv = read_dotenv(DOTENV_EXAMPLE)  # what a user copies to .env
         self.image_var = tmp_path / "image-var"
@@ -118,9 +121,10 @@ class ComposeRun:
         self.replicas: dict[str, list[str]] = {}
 
     def environment(self, service, label: str) -> dict[str, str]:
-        env = {key: self.stand_ins.get(key, value) for key, value in service.environment(self.dotenv).items()}
+        stand_ins = self.stand_ins | self.service_stand_ins.get(service.name, {})
+        env = {key: stand_ins.get(key, value) for key, value in service.environment(self.dotenv).items()}
         env["PROMETHEUS_MULTIPROC_DIR"] = str(self.tmp_path / "metrics" / label)  # per container
-        leftover = {key: value for key, value in env.items() if _STAND_IN_HOST.search(value)}
+        leftover = {key: value for key, value in env.items() if key not in stand_ins and _STAND_IN_HOST.search(value)}
         assert not leftover, f"{service.name}: no stand-in for {leftover}"
         var_source = service.var_volume_source()
         env["SCHEDULER_VAR_DIR"] = str(self.tmp_path / "host" / var_source if var_source else self.image_var)
@@ -166,21 +170,30 @@ def http(url: str, token: str | None = None) -> tuple[int, bytes]:
         return 0, b""
 
 
+@pytest.fixture
+def pgbouncer(tmp_path, fresh_database_url):
+    with pgbouncer_in_front_of(fresh_database_url, tmp_path / "pgbouncer.log", pool_size=5) as bouncer:
+        yield bouncer
+
+
 @pytest.mark.slow
 def test_compose__every_service_starts_and_the_demo_report_reaches_the_mailbox(
-    tmp_path, fresh_database_url, redis_url, moto_server, mailbox
+    tmp_path, fresh_database_url, pgbouncer, redis_url, moto_server, mailbox
 ):
     mail_dir, smtp_port = mailbox
     public_s3 = moto_server.replace("127.0.0.1", "localhost")
     stand_ins = {
-        "DATABASE_URL": fresh_database_url,
+        # The scheduler's processes go through PgBouncer, as in compose; only migrate connects directly.
+        "DATABASE_URL": pgbouncer.url(fresh_database_url),
+        "DATABASE_POOLER": "pgbouncer",
         "REDIS_URL": redis_url,
         "S3_ENDPOINT_URL": moto_server,
         "S3_PUBLIC_ENDPOINT_URL": public_s3,
         "EMAIL_HOST": "127.0.0.1",
         "EMAIL_PORT": str(smtp_port),
     }
-    run = ComposeRun(tmp_path, stand_ins)
+    direct = {"DATABASE_URL": fresh_database_url, "DATABASE_POOLER": ""}
+    run = ComposeRun(tmp_path, stand_ins, {"migrate": direct})
     run.build_image()
     try:
         for service in start_order(compose_services()):

@@ -50,6 +50,15 @@ class Processes:
             **extra_env,
         )
 
+    def gunicorn(self, name: str, port: int, *, workers: int, threads: int, **extra_env) -> subprocess.Popen:
+        """The web process as production runs it (scheduler_project.wsgi, gthread workers)."""
+        return self.start(
+            name,
+            [PYTHON, "-m", "gunicorn", "scheduler_project.wsgi", "--bind", f"127.0.0.1:{port}",
+             "--workers", str(workers), "--threads", str(threads), "--graceful-timeout", "5"],
+            **extra_env,
+        )
+
     def signal(self, name: str, sig) -> None:
         os.killpg(self.children[name].pid, sig)
 

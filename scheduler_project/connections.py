@@ -1,0 +1,78 @@
+"""PostgreSQL connections: a fixed budget per process, and PgBouncer in transaction pooling.
+
+Every process holds at most a known number of connections (docs/operations.md, "Connection
+budget"). The web process is the only one whose concurrency comes from outside: its
+gunicorn threads share one psycopg pool (Django's ``OPTIONS["pool"]``) of at most
+``DATABASE_POOL_MAX_SIZE`` connections, and a request that waits longer than
+``DATABASE_POOL_TIMEOUT_SECONDS`` for one is answered 503 with ``Retry-After``. Every other
+process talks to the database from a fixed number of threads, one connection each; those
+processes fork (Celery prefork) and keep Django's per-thread connections, no pool.
+
+Behind PgBouncer in transaction pooling mode (``DATABASE_POOLER=pgbouncer``) one client's
+consecutive transactions may run in different server sessions: nothing may rely on session
+state. The scheduler takes no session-level advisory lock, never LISTENs, and sets nothing
+beyond the transaction (``SET LOCAL``, ``SET TRANSACTION``); what remains is the driver's
+side, handled here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from django.core.exceptions import ImproperlyConfigured
+
+POOLERS = ("", "pgbouncer")
+
+
+def configure_postgresql(database: dict, *, pooler: str, idle_in_transaction_seconds: int) -> None:
+    """Driver options of a PostgreSQL ``DATABASES`` entry, reached directly or through ``pooler``."""
+    if pooler not in POOLERS:
+        raise ImproperlyConfigured(f"DATABASE_POOLER must be empty or 'pgbouncer', not {pooler!r}")
+    database["CONN_HEALTH_CHECKS"] = True
+    options = database.setdefault("OPTIONS", {})
+    if pooler == "pgbouncer":
+        # A prepared statement lives in one server session; the next transaction may find
+        # another (PgBouncer 1.18 does not track them). Django's default, made unconditional.
+        options["prepare_threshold"] = None
+        # Django keeps a server-side cursor open WITH HOLD past its transaction in autocommit.
+        database["DISABLE_SERVER_SIDE_CURSORS"] = True
+        # PgBouncer refuses the `options` startup parameter; its idle_transaction_timeout (or
+        # ALTER ROLE ... SET idle_in_transaction_session_timeout) ends stalled transactions.
+        options.pop("options", None)
+        return
+    # A process paused inside a transaction (GC stall, SIGSTOP, frozen VM) keeps its row
+    # locks, and no lease ends them: PostgreSQL ends such a session instead.
+    options["options"] = "-c idle_in_transaction_session_timeout=%d" % (idle_in_transaction_seconds * 1000)
+
+
+def use_connection_pool(database: dict, *, max_size: int, timeout: float) -> None:
+    """This process's threads share a pool of at most ``max_size`` connections (the web
+    process: scheduler_project/wsgi.py). Call before Django opens any connection."""
+    if database["ENGINE"] != "django.db.backends.postgresql" or max_size <= 0:
+        return
+    from django.db import connections
+
+    in_use = connections.__dict__.get("settings", {}).values()  # Django has read DATABASES already
+    if any(database is live for live in in_use):
+        raise ImproperlyConfigured("use_connection_pool() must run before Django reads DATABASES")
+    database["CONN_MAX_AGE"] = 0  # Django's pool requires it: a request returns its connection
+    database["OPTIONS"]["pool"] = {
+        "min_size": 1,
+        "max_size": max_size,
+        "timeout": timeout,
+        # Connections beyond min_size that stay unused this long are closed.
+        "max_idle": 60,
+        "name": "web",
+    }
+    os.register_at_fork(after_in_child=forget_inherited_pools)
+
+
+def forget_inherited_pools() -> None:
+    """In a forked child: drop pools inherited from the parent without closing them. Their
+    sockets are the parent's (closing would end its sessions; psycopg never closes another
+    process's connection when it is collected), and their worker threads did not survive
+    the fork. The child opens a pool of its own on first use."""
+    backend = sys.modules.get("django.db.backends.postgresql.base")
+    if backend is not None:
+        backend.DatabaseWrapper._connection_pools.clear()

@@ -1,0 +1,112 @@
+"""How DATABASE_URL, DATABASE_POOLER and the pool settings become Django's DATABASES, per
+process kind: the web entry point pools, nothing else does, and a forked child never uses
+its parent's pool. The same settings run against PgBouncer in tests/e2e/test_pgbouncer.py."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from scheduler_project.connections import configure_postgresql, use_connection_pool
+from scheduler_project.database_url import parse_database_url
+from tests.e2e.processes import ROOT
+
+URL = "postgresql://postgres@127.0.0.1:5432/scheduler?connect_timeout=2"
+
+
+def configured(pooler: str, **options) -> dict:
+    database = parse_database_url(URL, conn_max_age=60)
+    database["OPTIONS"].update(options)
+    configure_postgresql(database, pooler=pooler, idle_in_transaction_seconds=10)
+    return database
+
+
+def test_direct__postgresql_ends_sessions_idle_in_a_transaction():
+    database = configured("")
+    assert database["OPTIONS"]["options"] == "-c idle_in_transaction_session_timeout=10000"
+    assert database["OPTIONS"]["connect_timeout"] == 2 and database["CONN_HEALTH_CHECKS"]
+    assert not database["DISABLE_SERVER_SIDE_CURSORS"]
+
+
+def test_pgbouncer__no_startup_options_no_prepared_statements_no_held_cursors():
+    database = configured("pgbouncer", prepare_threshold=5)
+    assert "options" not in database["OPTIONS"]
+    assert database["OPTIONS"]["prepare_threshold"] is None
+    assert database["DISABLE_SERVER_SIDE_CURSORS"]
+    assert database["OPTIONS"]["connect_timeout"] == 2
+
+
+def test_unknown_pooler__refused():
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_POOLER"):
+        configured("pgpool")
+
+
+def test_connection_pool__bounded_with_a_timeout_and_no_persistent_connections():
+    database = configured("")
+    use_connection_pool(database, max_size=3, timeout=0.5)
+    assert database["CONN_MAX_AGE"] == 0
+    assert {"min_size": 1, "max_size": 3, "timeout": 0.5}.items() <= database["OPTIONS"]["pool"].items()
+
+
+def test_connection_pool__not_for_sqlite_nor_a_size_of_zero():
+    sqlite = parse_database_url("sqlite:///var/x.sqlite3", conn_max_age=60)
+    use_connection_pool(sqlite, max_size=3, timeout=1)
+    assert "pool" not in sqlite.get("OPTIONS", {})
+    database = configured("")
+    use_connection_pool(database, max_size=0, timeout=1)
+    assert "pool" not in database["OPTIONS"] and database["CONN_MAX_AGE"] == 60
+
+
+def python(code: str, **env) -> str:
+    child_env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "scheduler_project.settings",
+                 "SECRET_KEY": "connections-test", "DATABASE_URL": URL, **env}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=child_env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_web_entry_point__pools_with_the_configured_budget_other_processes_do_not():
+    web = python("""
+        import scheduler_project.wsgi
+        from django.db import connection
+        print(connection.settings_dict["OPTIONS"]["pool"]["max_size"], connection.settings_dict["CONN_MAX_AGE"])
+    """, DATABASE_POOL_MAX_SIZE="6")
+    assert web == "6 0"
+    loop = python("""
+        import django; django.setup()
+        from django.db import connection
+        print("pool" in connection.settings_dict["OPTIONS"], connection.settings_dict["CONN_MAX_AGE"])
+    """)
+    assert loop == "False 60"
+
+
+@pytest.mark.django_db
+def test_forked_child__opens_a_pool_of_its_own_and_leaves_the_parents_alone():
+    from django.db import connection
+
+    database_url = "postgresql://{USER}@{HOST}:{PORT}/{NAME}".format(**connection.settings_dict)
+    out = python("""
+        import os
+        import scheduler_project.wsgi
+        from django.db import connection
+        from django.db.backends.postgresql.base import DatabaseWrapper
+
+        def backend_pid():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                return cursor.fetchone()[0]
+
+        parent = backend_pid()
+        connection.close()  # back to the pool, which stays open across the fork
+        pid = os.fork()
+        if pid == 0:
+            child = backend_pid() if not DatabaseWrapper._connection_pools else None
+            connection.close()
+            os._exit(0 if child not in (None, parent) else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), backend_pid() == parent)
+    """, DATABASE_URL=database_url, DATABASE_POOL_MAX_SIZE="1")
+    assert out == "0 True"
