@@ -86,6 +86,8 @@ class Tenant(models.Model):
     max_pending_manual_runs = models.PositiveIntegerField(default=1000)
     weight = models.PositiveIntegerField(default=1)
     allowed_job_types = models.ManyToManyField(JobType, blank=True, related_name="tenants")
+    # Celery task names the tenant may run through the `celery.task` job type (exact names).
+    celery_tasks = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -236,3 +238,21 @@ class RequestKey(models.Model):
             models.UniqueConstraint(fields=["tenant", "scope", "key"], name="requestkey_unique")
         ]
         indexes = [models.Index(fields=["created_at"], name="requestkey_created_idx")]
+
+
+class BeatImport(models.Model):
+    """A django-celery-beat PeriodicTask imported as a schedule (manage.py import_beat).
+
+    Keyed on the PeriodicTask's name (unique in beat), so importing again creates nothing new
+    even after the schedule was renamed or deleted."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="beat_imports")
+    periodic_task_name = models.CharField(max_length=200)
+    periodic_task_id = models.PositiveIntegerField()
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "periodic_task_name"], name="beatimport_unique")
+        ]

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from schedules import recurrence
+from schedules.celery_tasks import check_celery_task_allowed
 from schedules.models import AuthorKind, JobType, RequestKey, Schedule, ScheduleRevision, Tenant
 from schedules.specs import ScheduleSpec, default_payload, validate_params, validate_retry
 from schedules.locks import lock_schedule
@@ -49,6 +50,7 @@ def schedule_create(
     validate_retry(payload["retry"])
     if not tenant.allowed_job_types.filter(name=job_type.name).exists():
         raise JobTypeForbidden(f"this tenant may not use job type {job_type.name}")
+    check_celery_task_allowed(tenant, job_type.name, payload["params"])
 
     with transaction.atomic():
         # The tenant lock serializes creates: quota counts and key look-ups are exact.
@@ -103,6 +105,7 @@ def schedule_update(
         payload = changes.payload_over(current)
         if changes.params is not None:
             validate_params(job_type, payload["params"])
+            check_celery_task_allowed(tenant, job_type.name, payload["params"])
         validate_retry(payload["retry"])
         if expected_revision != schedule.revision:
             error = RevisionConflict(

@@ -5,6 +5,7 @@ import secrets
 from django.conf import settings
 from django.db import transaction
 
+from schedules.celery_tasks import celery_tasks_normalized
 from schedules.models import ApiToken, JobType, Tenant, TokenKind
 from scheduler_project.errors import InvalidRequest
 
@@ -23,11 +24,13 @@ def tenant_create(
     max_emails_per_day: int = 1000,
     max_pending_manual_runs: int = 1000,
     weight: int = 1,
+    celery_tasks: list[str] | None = None,
 ) -> tuple[Tenant, str]:
     """A new tenant and its first tenant token's secret.
 
     With `job_types` None the tenant may use every job type; otherwise exactly those named.
     The catalog's rows come from the job declarations, synced at every `migrate`.
+    `celery_tasks` are the Celery task names the tenant may run through `celery.task` (none by default).
     """
     if weight < 1:
         raise InvalidRequest("weight must be at least 1", field="weight")
@@ -44,7 +47,8 @@ def tenant_create(
         missing = sorted(set(job_types) - {job_type.name for job_type in allowed})
         if missing:
             raise InvalidRequest(f"unknown job type(s): {', '.join(missing)}", field="jobTypes")
-    tenant = Tenant.objects.create(name=name, weight=weight, **quotas)
+    tasks = celery_tasks_normalized(celery_tasks or [])
+    tenant = Tenant.objects.create(name=name, weight=weight, celery_tasks=tasks, **quotas)
     tenant.allowed_job_types.set(allowed)
     _, secret = tenant_token_create(tenant=tenant, name=name)
     return tenant, secret

@@ -9,6 +9,7 @@ class WorkersConfig(AppConfig):
     def ready(self):
         # The built-in jobs declare themselves on import; so do the teams' jobs, found here.
         import workers.jobs.builtin  # noqa: F401
+        import workers.jobs.celery_bridge  # noqa: F401
         from workers.jobs.discovery import discover_jobs
 
         discover_jobs()

@@ -5,6 +5,7 @@ from datetime import datetime
 from django.db import transaction
 
 from schedules.models import JobType, RequestKey, ScheduleRevision, Tenant
+from schedules.celery_tasks import check_celery_task_allowed
 from schedules.specs import validate_params
 from schedules.locks import lock_schedule, lock_schedule_then_run
 from runs.authority.materialize import run_payload
@@ -31,6 +32,7 @@ def run_once(
         job_type = JobType.objects.get(name=schedule.job_type_id)
         params = {**schedule.params, **(params or {})}
         validate_params(job_type, params)
+        check_celery_task_allowed(tenant, job_type.name, params)
         scope = f"runs:{schedule.id}"
         if idempotency_key:
             previous = RequestKey.objects.filter(tenant=tenant, scope=scope, key=idempotency_key).first()

@@ -76,7 +76,7 @@ class WavePlans:
         key = self.key(schedule)
         if key not in self._plans and key[1] is not None and key[1] < self.now:
             rule = self.rule(schedule)
-            if rule.kind != "after_completion":
+            if rule.kind not in ("after_completion", "once"):
                 period = rule.every_seconds if rule.kind == "interval" else CRON_MIN_PERIOD_SECONDS
                 return int((self.now - key[1]).total_seconds() // period) + 1
         return 1

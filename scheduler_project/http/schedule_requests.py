@@ -46,7 +46,7 @@ _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http
 # Describes the recurrence object in the schema; `RecurrenceField` validates it.
 class RecurrenceSerializer(serializers.Serializer):
 
-    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion"])
+    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once"])
     cron = serializers.CharField(
         required=False, max_length=recurrence.MAX_CRON_LENGTH, help_text="5-field cron (kind=cron)"
     )
@@ -54,6 +54,7 @@ class RecurrenceSerializer(serializers.Serializer):
     everySeconds = serializers.IntegerField(required=False, min_value=1, help_text="kind=interval")
     anchor = serializers.DateTimeField(required=False, help_text="kind=interval; default: creation")
     delaySeconds = serializers.IntegerField(required=False, min_value=0, help_text="kind=after_completion")
+    at = serializers.DateTimeField(required=False, help_text="kind=once: the single instant")
 
 
 @extend_schema_field(RecurrenceSerializer)

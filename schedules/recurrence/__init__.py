@@ -3,7 +3,7 @@
 Pure Python (stdlib + zoneinfo) so the API, the materializer and the tests share one
 implementation without needing Django.
 
-Three kinds of rule exist:
+Four kinds of rule exist:
 
 * ``cron``: standard 5-field Vixie cron matched on local wall-clock time in the rule's
   IANA zone. A local time inside a DST gap fires once, at the instant ``fold=0`` gives
@@ -11,6 +11,7 @@ Three kinds of rule exist:
   occurrence; local slots resolving to the same instant are one occurrence.
 * ``interval``: ``anchor + k * everySeconds`` for integers ``k >= 0``.
 * ``after_completion``: the previous occurrence's end plus ``delaySeconds``.
+* ``once``: the single instant ``at`` (a schedule created after it never fires).
 
 The cron matcher is in ``cron``, the rules and occurrence math in ``rules``, the client
 errors in ``errors``; this package is their public surface.

@@ -31,6 +31,7 @@ class Rule:
     every_seconds: int | None = None
     anchor: datetime | None = None  # interval only; None until `anchored`
     delay_seconds: int | None = None
+    at: datetime | None = None  # once only: the single instant
 
     def anchored(self, default_anchor: datetime) -> Rule:
         """This rule; an interval rule without an anchor takes ``default_anchor``."""
@@ -50,6 +51,8 @@ class Rule:
                 "anchor": _iso_utc(self.anchor),
                 "timezone": self.timezone,
             }
+        if self.kind == "once":
+            return {"kind": "once", "at": _iso_utc(self.at), "timezone": self.timezone}
         return {"kind": "after_completion", "delaySeconds": self.delay_seconds, "timezone": self.timezone}
 
 
@@ -62,6 +65,7 @@ _ALLOWED_KEYS = {
     "cron": frozenset({"kind", "cron", "timezone"}),
     "interval": frozenset({"kind", "everySeconds", "anchor", "timezone"}),
     "after_completion": frozenset({"kind", "delaySeconds", "timezone"}),
+    "once": frozenset({"kind", "at", "timezone"}),
 }
 
 
@@ -83,7 +87,7 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
         raise InvalidRecurrence("recurrence.kind is required", "recurrence.kind")
     if not isinstance(kind, str) or kind not in _ALLOWED_KEYS:
         raise InvalidRecurrence(
-            "recurrence.kind must be one of: cron, interval, after_completion", "recurrence.kind"
+            "recurrence.kind must be one of: cron, interval, after_completion, once", "recurrence.kind"
         )
     for key in sorted(data):
         if key not in _ALLOWED_KEYS[kind]:
@@ -110,6 +114,11 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
             raise InvalidRecurrence("recurrence.anchor is required", "recurrence.anchor")
         return rule
 
+    if kind == "once":
+        if "at" not in data:
+            raise InvalidRecurrence("recurrence.at is required", "recurrence.at")
+        return Rule(kind="once", timezone=zone_name, at=_parse_anchor(data["at"], "recurrence.at"))
+
     delay = _parse_seconds(data, "delaySeconds", minimum=0)
     return Rule(kind="after_completion", timezone=zone_name, delay_seconds=delay)
 
@@ -127,22 +136,21 @@ def _parse_seconds(data: dict, key: str, minimum: int) -> int:
     return value
 
 
-def _parse_anchor(value: object) -> datetime:
-    field = "recurrence.anchor"
+def _parse_anchor(value: object, field: str = "recurrence.anchor") -> datetime:
     if not isinstance(value, str) or not value.isascii() or len(value) > 64:
-        raise InvalidRecurrence("recurrence.anchor must be an ISO-8601 instant string", field)
+        raise InvalidRecurrence(f"{field} must be an ISO-8601 instant string", field)
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise InvalidRecurrence("recurrence.anchor is not a valid ISO-8601 instant", field) from None
+        raise InvalidRecurrence(f"{field} is not a valid ISO-8601 instant", field) from None
     if parsed.utcoffset() is None:
-        raise InvalidRecurrence("recurrence.anchor needs a UTC offset or Z", field)
+        raise InvalidRecurrence(f"{field} needs a UTC offset or Z", field)
     try:
         anchor = parsed.astimezone(UTC)
     except OverflowError:
         anchor = None
     if anchor is None or not renderable(anchor):
-        raise InvalidRecurrence(f"recurrence.anchor must be between {_iso_utc(EARLIEST)} and {_iso_utc(LATEST)}",
+        raise InvalidRecurrence(f"{field} must be between {_iso_utc(EARLIEST)} and {_iso_utc(LATEST)}",
                                 field) from None
     return anchor
 
@@ -196,6 +204,8 @@ def next_after(rule: Rule, after: datetime) -> datetime | None:
             found = _next_interval(rule.anchor, rule.every_seconds, after)
         elif rule.kind == "after_completion":
             found = after + timedelta(seconds=rule.delay_seconds)
+        elif rule.kind == "once":
+            found = rule.at if after < rule.at else None
         else:
             raise ValueError(f"unknown recurrence kind {rule.kind!r}")
     except OverflowError:

@@ -607,3 +607,29 @@ def test_next_after_does_not_walk_minutes(expression, zone):
     per_call = (time.perf_counter() - began) / len(starts)
     # Typically ~5-15 microseconds; a generous bound that still catches minute-walking.
     assert per_call < 0.001
+
+
+# --------------------------------------------------------------------------------------
+# Once: a single instant (django-celery-beat's clocked and one-off rows import as this)
+# --------------------------------------------------------------------------------------
+
+
+def test_once__fires_at_its_instant_and_never_again():
+    rule = parse_rule({"kind": "once", "at": "2030-06-01T14:00:00+02:00", "timezone": "Europe/Berlin"})
+    assert rule.to_dict() == {"kind": "once", "at": "2030-06-01T12:00:00Z", "timezone": "Europe/Berlin"}
+    assert next_after(rule, utc(2030, 1, 1)) == utc(2030, 6, 1, 12)
+    assert next_after(rule, utc(2030, 6, 1, 12)) is None
+    assert preview(rule, utc(2029, 1, 1), 5) == [utc(2030, 6, 1, 12)]
+    assert instants_between(rule, utc(2030, 1, 1), utc(2031, 1, 1), 10) == [utc(2030, 6, 1, 12)]
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"kind": "once"}, "recurrence.at"),
+    ({"kind": "once", "at": "2030-06-01T12:00:00"}, "recurrence.at"),
+    ({"kind": "once", "at": "soon"}, "recurrence.at"),
+    ({"kind": "once", "at": "2030-06-01T12:00:00Z", "cron": "* * * * *"}, "recurrence.cron"),
+])
+def test_once__invalid_objects_name_their_field(data, field):
+    with pytest.raises(InvalidRecurrence) as raised:
+        parse_rule(data)
+    assert raised.value.field == field

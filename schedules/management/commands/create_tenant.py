@@ -19,6 +19,8 @@ class Command(BaseCommand):
         parser.add_argument("--max-pending-manual-runs", type=int, default=1000,
                             help="manual runs (run once) waiting to be claimed: pending or queued")
         parser.add_argument("--weight", type=int, default=1)
+        parser.add_argument("--celery-tasks", default="",
+                            help="comma-separated Celery task names the tenant may run through celery.task")
 
     def handle(self, *args, **options):
         job_types = None
@@ -33,6 +35,7 @@ class Command(BaseCommand):
                 max_emails_per_day=options["max_emails_per_day"],
                 max_pending_manual_runs=options["max_pending_manual_runs"],
                 weight=options["weight"],
+                celery_tasks=[name.strip() for name in options["celery_tasks"].split(",") if name.strip()],
             )
         except DomainError as exc:
             raise CommandError(exc.message) from exc
