@@ -26,8 +26,10 @@ from workers.jobs.framework import (
     JobLost,
     JobTimedOut,
     TransientJobError,
+    call_job,
     get_job,
 )
+from workers.contexts import context_for
 from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
 
 log = logging.getLogger(__name__)
@@ -75,15 +77,7 @@ def _hold(run: Run, heartbeat_interval: float | None) -> JobContext:
     interval = heartbeat_interval if heartbeat_interval is not None else attempt.lease_seconds / 3
     lease_keeper().hold(attempt.id, run.fence, lease_seconds=attempt.lease_seconds, interval=interval,
                         control=control, claimed_at=time.monotonic())
-    return JobContext(
-        run_id=run.id,
-        attempt_id=attempt.id,
-        fence=run.fence,
-        scheduled_at=run.scheduled_at,
-        timezone=(run.schedule.recurrence or {}).get("timezone") or "UTC",
-        params=dict(payload.get("params") or {}),
-        control=control,
-    )
+    return context_for(run, control)
 
 
 def _run_held(run: Run, ctx: JobContext) -> ExecutionOutcome:
@@ -93,6 +87,7 @@ def _run_held(run: Run, ctx: JobContext) -> ExecutionOutcome:
         outcome, checksum, error = _execute(ctx, run.payload.get("jobType") or run.job_type, keeper)
     finally:
         keeper.release(ctx.attempt_id)
+        ctx.discard_outputs()
     result = ExecutionOutcome(run.id, ctx.attempt_id, ctx.fence, outcome, checksum, error, time.monotonic() - started)
     log.info(
         "executed run=%s attempt=%s fence=%s job=%s outcome=%s duration=%.3fs checksum=%s error=%s",
@@ -107,7 +102,7 @@ def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> tuple[str, 
     control = ctx.control
     ids = dict(run_id=ctx.run_id, attempt_id=ctx.attempt_id, fence=ctx.fence)
     try:
-        output = get_job(job_type)(ctx)
+        output = call_job(get_job(job_type), ctx)
     except JobLost as exc:
         return "lost", None, str(exc)
     except JobCanceled:
@@ -123,8 +118,8 @@ def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> tuple[str, 
     if control.lost.is_set():
         return "lost", None, control.lost_reason  # uploading could never become canonical
     try:
-        stored = _deliver(keeper, ids, authority.stage_result, data=output.data, content_type=output.content_type,
-                          filename=output.filename)
+        stored = _deliver(keeper, ids, authority.stage_result, data=output.upload_source(),
+                          content_type=output.content_type, filename=output.filename)
     except StaleFence as exc:
         return "stale", None, str(exc)
     except Exception as exc:

@@ -11,6 +11,7 @@ from runs.authority.completion import complete, result_key, stage_result
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once
 from runs.authority.ownership import heartbeat, heartbeat_many
+from runs.authority.progress import record_progress
 from runs.authority.resume import schedule_resume
 from runs.authority.sweep import sweep_expired_leases
 
@@ -24,6 +25,7 @@ __all__ = [
     "heartbeat_many",
     "materialize_due",
     "promote_due_runs",
+    "record_progress",
     "result_key",
     "run_cancel",
     "run_once",

@@ -1,6 +1,5 @@
 """Publication: staging an attempt's output, and the fenced completion of section 13."""
 
-import hashlib
 import logging
 import random
 from datetime import timedelta
@@ -29,6 +28,7 @@ from schedules.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
 from objectstore import ObjectExists, StoredVersion, download_filename, get_object_store
+from objectstore.sources import FileSource, checksum_of, put_new_from
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +41,13 @@ def result_key(run_id: str, attempt_id: str) -> str:
 
 
 def stage_result(
-    *, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str, filename: str = "",
+    *, run_id: str, attempt_id: str, fence: int, data: bytes | FileSource, content_type: str, filename: str = "",
     worker_token=None,
 ) -> StoredObject:
     """Register the upload (staged) before it begins, upload outside any transaction, then
     record the version and the job's file name. Repeating the same bytes returns the same
-    object, also when the version of an earlier try was written but never recorded."""
+    object, also when the version of an earlier try was written but never recorded. ``data``
+    is bytes, or a FileSource for an output too large to hold in memory (uploaded in chunks)."""
     key = result_key(run_id, attempt_id)
     existing = _register(key, run_id, attempt_id, fence, content_type[:200], worker_token)
     if existing.version_id:
@@ -101,21 +102,21 @@ def _register(key: str, run_id: str, attempt_id: str, fence: int, content_type: 
         return existing
 
 
-def _upload(key: str, data: bytes, content_type: str) -> StoredVersion:
+def _upload(key: str, data: bytes | FileSource, content_type: str) -> StoredVersion:
     """Write a new object; if an earlier try already wrote this key but its version never
     got recorded (the database failed in between), the same bytes adopt that version."""
     store = get_object_store()
     try:
-        return store.put_new(key, data, content_type)
+        return put_new_from(store, key, data, content_type)
     except ObjectExists:
         written = store.current(key)
-        if written.checksum != "sha256:" + hashlib.sha256(data).hexdigest():
+        if written.checksum != checksum_of(data):
             raise InvalidState("this attempt already uploaded a different result") from None
         return written
 
 
-def _same_upload(existing: StoredObject, data: bytes) -> StoredObject:
-    if existing.checksum != "sha256:" + hashlib.sha256(data).hexdigest():
+def _same_upload(existing: StoredObject, data: bytes | FileSource) -> StoredObject:
+    if existing.checksum != checksum_of(data):
         raise InvalidState("this attempt already uploaded a different result; objects are immutable")
     return existing
 
