@@ -42,6 +42,11 @@ class ObjectStore(Protocol):
 
     def put_new(self, key: str, data: bytes, content_type: str) -> StoredVersion: ...
 
+    def put_new_file(self, key: str, source, content_type: str) -> StoredVersion:
+        """``put_new`` for an ``objectstore.sources.FileSource``: read and stored in chunks,
+        its checksum verified on the way (ChecksumMismatch, nothing stored, if it differs)."""
+        ...
+
     def head(self, key: str, version_id: str) -> StoredVersion: ...
 
     def current(self, key: str) -> StoredVersion:

@@ -17,6 +17,7 @@ from typing import BinaryIO
 from django.core import signing
 
 from objectstore import DEFAULT_FILENAME, ObjectExists, ObjectMissing, StoredVersion, check_key, download_filename
+from objectstore.sources import FileSource, VerifyingReader
 
 # Appended to every object file name, so key "a" (file a.object) and key "a/b" (dir a) coexist.
 OBJECT_SUFFIX = ".object"
@@ -32,17 +33,34 @@ class FilesystemObjectStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def put_new(self, key: str, data: bytes, content_type: str) -> StoredVersion:
-        path = self._path(key)
         digest = hashlib.sha256(data).hexdigest()
         stored = StoredVersion(key, digest, "sha256:" + digest, len(data), content_type)
-        header = json.dumps({"content_type": content_type, "sha256": digest, "size": len(data)})
+        return self._write_new(stored, lambda f: f.write(data))
+
+    def put_new_file(self, key: str, source: FileSource, content_type: str) -> StoredVersion:
+        """Copy a local file in chunks; ChecksumMismatch (nothing stored) if its bytes changed."""
+        digest = source.checksum.removeprefix("sha256:")
+        stored = StoredVersion(key, digest, source.checksum, source.size, content_type)
+
+        def copy(f):
+            with open(source.path, "rb") as src:
+                reader = VerifyingReader(source, src)
+                for chunk in reader.chunks():
+                    f.write(chunk)
+                reader.verify()
+
+        return self._write_new(stored, copy)
+
+    def _write_new(self, stored: StoredVersion, write_body) -> StoredVersion:
+        path = self._path(stored.key)
+        header = json.dumps({"content_type": stored.content_type, "sha256": stored.version_id, "size": stored.size})
 
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
         try:
             with open(temp, "xb") as f:
                 f.write(header.encode() + b"\n")
-                f.write(data)
+                write_body(f)
                 f.flush()
                 os.fsync(f.fileno())
             # link (unlike rename) refuses to replace an existing name: that is the exclusive create,
@@ -50,7 +68,7 @@ class FilesystemObjectStore:
             try:
                 os.link(temp, path)
             except FileExistsError:
-                raise ObjectExists(key) from None
+                raise ObjectExists(stored.key) from None
         finally:
             temp.unlink(missing_ok=True)
         _fsync_dir(path.parent)

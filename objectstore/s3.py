@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from django.utils.http import content_disposition_header
 
 from objectstore import DEFAULT_FILENAME, ObjectExists, ObjectMissing, StoredVersion, check_key, download_filename
+from objectstore.sources import CHUNK_BYTES, ChecksumMismatch, FileSource, VerifyingReader, checksum_of
 
 # 412: the key already has a current version; 409: a concurrent conditional write to it is in flight.
 _EXISTS_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
@@ -66,10 +67,72 @@ class S3ObjectStore:
             if _code(exc) in _EXISTS_CODES:
                 raise ObjectExists(key) from None
             raise
+        return StoredVersion(key, self._version_of(response), "sha256:" + digest.hexdigest(), len(data), content_type)
+
+    def put_new_file(self, key: str, source: FileSource, content_type: str) -> StoredVersion:
+        """Upload a local file as a multipart upload, one part in memory at a time; the
+        SHA-256 is computed again on the way, and a mismatch aborts before completion."""
+        if source.size <= CHUNK_BYTES:
+            with open(source.path, "rb") as f:
+                data = f.read(CHUNK_BYTES + 1)
+            if checksum_of(data) != source.checksum:
+                raise ChecksumMismatch(f"{source.path} changed before it was uploaded")
+            return self.put_new(key, data, content_type)
+        s3_key = self._s3_key(key)
+        if self._exists(s3_key):  # a repeated stage: spare the upload that completion would refuse
+            raise ObjectExists(key)
+        upload_id = self.client.create_multipart_upload(
+            Bucket=self.bucket, Key=s3_key, ContentType=content_type, ChecksumAlgorithm="SHA256",
+            Metadata={"sha256": source.checksum.removeprefix("sha256:")},
+        )["UploadId"]
+        try:
+            parts = self._upload_parts(s3_key, upload_id, source)
+            response = self.client.complete_multipart_upload(
+                Bucket=self.bucket, Key=s3_key, UploadId=upload_id, MultipartUpload={"Parts": parts}, IfNoneMatch="*",
+            )
+        except BaseException as exc:
+            self._abort(s3_key, upload_id)
+            if isinstance(exc, ClientError) and _code(exc) in _EXISTS_CODES:
+                raise ObjectExists(key) from None
+            raise
+        return StoredVersion(key, self._version_of(response), source.checksum, source.size, content_type)
+
+    def _upload_parts(self, s3_key: str, upload_id: str, source: FileSource) -> list[dict]:
+        parts = []
+        with open(source.path, "rb") as f:
+            reader = VerifyingReader(source, f)
+            for number, chunk in enumerate(reader.chunks(), start=1):
+                # The part's own SHA-256 lets S3 reject a part damaged in transit.
+                part_sum = base64.b64encode(hashlib.sha256(chunk).digest()).decode()
+                answer = self.client.upload_part(
+                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number, Body=chunk,
+                    ChecksumSHA256=part_sum,
+                )
+                parts.append({"PartNumber": number, "ETag": answer["ETag"], "ChecksumSHA256": part_sum})
+                del chunk, answer
+            reader.verify()
+        return parts
+
+    def _exists(self, s3_key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=s3_key)
+        except ClientError as exc:
+            if _code(exc) in _MISSING_CODES:
+                return False
+            raise
+        return True
+
+    def _abort(self, s3_key: str, upload_id: str) -> None:
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=s3_key, UploadId=upload_id)
+        except ClientError:  # parts left behind expire under the bucket's lifecycle rule, if any
+            pass
+
+    def _version_of(self, response: dict) -> str:
         version_id = response.get("VersionId")
         if not version_id or version_id == "null":
             raise RuntimeError(f"bucket {self.bucket!r} has no versioning; call ensure_ready()")
-        return StoredVersion(key, version_id, "sha256:" + digest.hexdigest(), len(data), content_type)
+        return version_id
 
     def head(self, key: str, version_id: str) -> StoredVersion:
         try:

@@ -4,6 +4,7 @@ from django.contrib import admin
 
 from runs.authority import run_cancel
 from runs.models import Attempt, Outbox, Run, StoredObject
+from scheduler_project.http.representations import run_progress_representation
 from schedules.admin import ReadOnlyAdmin, apply_to_each
 from schedules.admin_forms import schedule_zone, zoned
 
@@ -25,7 +26,9 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "schedule", "state", "attempt_count", "scheduled_at", "scheduled_local", "due_at", "finished_at")
+    list_display = ("id", "schedule", "state", "progress", "attempt_count", "scheduled_at", "scheduled_local",
+                    "due_at", "finished_at")
+    readonly_fields = ("progress",)
     list_filter = ("state", "trigger", "job_type")
     search_fields = ("id", "schedule__id", "schedule__name")
     list_select_related = ("schedule",)
@@ -36,6 +39,14 @@ class RunAdmin(ReadOnlyAdmin):
     @admin.display(description="scheduled, in the schedule's zone", ordering="scheduled_at")
     def scheduled_local(self, run):
         return zoned(run.scheduled_at, schedule_zone(run.schedule))
+
+    @admin.display(description="progress")
+    def progress(self, run):
+        """The latest attempt's last ctx.progress(), as GET /runs/{id} shows it."""
+        shown = run_progress_representation(run)
+        if shown is None:
+            return "-"
+        return f"{shown['fraction']:.0%} {shown['message']} (at {shown['updatedAt']})".replace("  ", " ")
 
     @admin.action(description="Cancel selected runs")
     def cancel(self, request, queryset):

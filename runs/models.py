@@ -97,6 +97,12 @@ class Run(models.Model):
     result_checksum = models.CharField(max_length=71, null=True, blank=True)
     result_size = models.BigIntegerField(null=True, blank=True)
     result_content_type = models.CharField(max_length=200, null=True, blank=True)
+    # The job's last ctx.progress() of attempt number progress_attempt, written only while that
+    # attempt owns the run (runs.authority.progress); the API shows it for the latest attempt.
+    progress_fraction = models.FloatField(null=True, blank=True)
+    progress_message = models.CharField(max_length=500, blank=True, default="", db_default="")
+    progress_at = models.DateTimeField(null=True, blank=True)
+    progress_attempt = models.PositiveIntegerField(null=True, blank=True)
     # Authority time inside the creating transaction (history watermarks rely on it).
     created_at = models.DateTimeField()
 

@@ -64,6 +64,9 @@ INSTALLED_APPS = [
     "effects",
     "workers",
 ]
+# The example jobs (examples/jobs.py, README "Add your first job"), when the tree has them.
+if (BASE_DIR / "examples" / "jobs.py").exists():
+    INSTALLED_APPS.append("examples")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -32,8 +32,10 @@ from workers.jobs.framework import (
     JobOutput,
     JobTimedOut,
     TransientJobError,
+    call_job,
     get_job,
 )
+from workers.contexts import context_for
 from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,7 @@ def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None) -
     finally:
         for ctx in held:
             keeper.release(ctx.attempt_id)
+            ctx.discard_outputs()
     return [group.outcomes[ctx.attempt_id] for ctx in held]
 
 
@@ -108,15 +111,7 @@ def _hold(run: Run, heartbeat_interval: float | None) -> JobContext:
     interval = heartbeat_interval if heartbeat_interval is not None else attempt.lease_seconds / 3
     lease_keeper().hold(attempt.id, run.fence, lease_seconds=attempt.lease_seconds, interval=interval,
                         control=control, claimed_at=time.monotonic())
-    return JobContext(
-        run_id=run.id,
-        attempt_id=attempt.id,
-        fence=run.fence,
-        scheduled_at=run.scheduled_at,
-        timezone=(run.schedule.recurrence or {}).get("timezone") or "UTC",
-        params=dict(payload.get("params") or {}),
-        control=control,
-    )
+    return context_for(run, control)
 
 
 def _outcome(run: Run, ctx: JobContext, done: tuple[str, str | None, str], timing) -> ExecutionOutcome:
@@ -138,7 +133,7 @@ def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> JobOutput |
     attempt ended otherwise, every such path ending in one authority answer."""
     control = ctx.control
     try:
-        output = get_job(job_type)(ctx)
+        output = call_job(get_job(job_type), ctx)
     except JobLost as exc:
         return "lost", None, str(exc)
     except JobCanceled:
@@ -179,8 +174,8 @@ class _Group:
     def _stage_and_complete(self, pending) -> list[tuple[str, str | None, str]]:
         keeper = self.keeper
         contexts = [ctx for _, ctx, _, _ in pending]
-        uploads = [authority.Upload(ctx.run_id, ctx.attempt_id, ctx.fence, output.data, output.content_type,
-                                    output.filename) for _, ctx, output, _ in pending]
+        uploads = [authority.Upload(ctx.run_id, ctx.attempt_id, ctx.fence, output.upload_source(),
+                                    output.content_type, output.filename) for _, ctx, output, _ in pending]
         results: list = [None] * len(pending)
         try:
             staged = _deliver(keeper, contexts, authority.stage_results, uploads) if pending else []

@@ -12,6 +12,7 @@ from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once
 from runs.authority.ownership import heartbeat, heartbeat_many
+from runs.authority.progress import record_progress
 from runs.authority.resume import schedule_resume
 from runs.authority.staging import Upload, result_key, stage_result, stage_results
 from runs.authority.sweep import sweep_expired_leases
@@ -30,6 +31,7 @@ __all__ = [
     "heartbeat_many",
     "materialize_due",
     "promote_due_runs",
+    "record_progress",
     "result_key",
     "run_cancel",
     "run_once",

@@ -6,13 +6,13 @@ registers them all, each is uploaded outside any transaction, one statement reco
 versions. Each upload is still judged on its own: one that is refused fails alone.
 """
 
-import hashlib
 import logging
 from dataclasses import dataclass, field
 
 from django.db import transaction
 
 from objectstore import ObjectExists, StoredVersion, download_filename, get_object_store
+from objectstore.sources import FileSource, checksum_of, put_new_from
 from runs import metrics
 from runs.authority.ownership import current_attempt
 from runs.authority.sql import record_uploads, register_uploads
@@ -33,7 +33,7 @@ class Upload:
     run_id: str
     attempt_id: str
     fence: int
-    data: bytes
+    data: bytes | FileSource  # a file source for an output too large to hold in memory
     content_type: str
     filename: str = ""
     worker_token: object = None
@@ -49,7 +49,7 @@ class Upload:
 
 
 def stage_result(
-    *, run_id: str, attempt_id: str, fence: int, data: bytes, content_type: str, filename: str = "",
+    *, run_id: str, attempt_id: str, fence: int, data: bytes | FileSource, content_type: str, filename: str = "",
     worker_token=None,
 ) -> StoredObject:
     """Stage one attempt's output (stage_results); raises what refused it."""
@@ -119,10 +119,10 @@ def _upload(upload: Upload) -> StoredVersion:
     got recorded (the database failed in between), the same bytes adopt that version."""
     store = get_object_store()
     try:
-        return store.put_new(upload.key, upload.data, upload.content_type)
+        return put_new_from(store, upload.key, upload.data, upload.content_type)
     except ObjectExists:
         written = store.current(upload.key)
-        if written.checksum != _checksum(upload.data):
+        if written.checksum != checksum_of(upload.data):
             raise InvalidState("this attempt already uploaded a different result") from None
         return written
     except Exception:
@@ -153,11 +153,7 @@ def _unpublishable(upload: Upload, version: StoredVersion) -> InvalidState:
     return InvalidState("the staged object was claimed by cleanup; upload under a new attempt")
 
 
-def _same_upload(existing: StoredObject, data: bytes) -> StoredObject:
-    if existing.checksum != _checksum(data):
+def _same_upload(existing: StoredObject, data: bytes | FileSource) -> StoredObject:
+    if existing.checksum != checksum_of(data):
         raise InvalidState("this attempt already uploaded a different result; objects are immutable")
     return existing
-
-
-def _checksum(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()

@@ -96,6 +96,13 @@ def run_result_representation(run) -> dict | None:
     }
 
 
+def run_progress_representation(run) -> dict | None:
+    """The job's last reported progress, if the run's latest attempt reported any."""
+    if run.progress_at is None or run.progress_attempt != run.attempt_count:
+        return None
+    return {"fraction": run.progress_fraction, "message": run.progress_message, "updatedAt": instant(run.progress_at)}
+
+
 def run_representation(run) -> dict:
     attempts = sorted(run.attempts.all(), key=lambda attempt: attempt.number)
     effects = sorted(run.effect_intents.all(), key=lambda intent: intent.action)
@@ -121,6 +128,7 @@ def run_representation(run) -> dict:
         "error": run.error or None,
         "attempts": [attempt_representation(attempt) for attempt in attempts],
         "result": run_result_representation(run),
+        "progress": run_progress_representation(run),
         "effects": [
             {"action": intent.action, "kind": intent.kind, "state": intent.state, "reason": intent.reason or None}
             for intent in effects

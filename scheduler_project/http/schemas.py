@@ -153,6 +153,12 @@ class RunResultSerializer(serializers.Serializer):
     contentType = serializers.CharField(allow_null=True)
 
 
+class RunProgressSerializer(serializers.Serializer):
+    fraction = serializers.FloatField(min_value=0, max_value=1)
+    message = serializers.CharField(allow_blank=True)
+    updatedAt = serializers.DateTimeField()
+
+
 class EffectSerializer(serializers.Serializer):
     action = serializers.CharField()
     kind = serializers.CharField()
@@ -184,6 +190,9 @@ class RunSerializer(serializers.Serializer):
     error = serializers.CharField(allow_null=True)
     attempts = AttemptSerializer(many=True)
     result = RunResultSerializer(allow_null=True)
+    progress = RunProgressSerializer(
+        allow_null=True, help_text="The job's last ctx.progress() of the latest attempt (null when it reported none)"
+    )
     effects = EffectSerializer(many=True)
     createdAt = serializers.DateTimeField()
 

@@ -6,6 +6,9 @@
                    params_schema={"type": "object", "properties": {"month": {"type": "string"}}})
     def invoice_export(ctx: JobContext) -> JobOutput: ...
 
+The context a job receives (``JobContext``: params, scheduled instant in UTC and local time,
+tenant, attempt, checkpoint, sleep, logger, progress, output) is documented in
+workers.jobs.framework, the ways to return an output in workers.jobs.output.
 The framework is workers.jobs.framework, the built-in jobs workers.jobs.builtin, discovery
 workers.jobs.discovery and the catalog sync workers.jobs.catalog.
 """

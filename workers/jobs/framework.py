@@ -1,31 +1,37 @@
 """The job framework: what a job is, what it may call, and the registry of declared jobs.
 
-A job is a function ``(ctx: JobContext) -> JobOutput`` declared with ``@scheduler_job``,
-which also states its catalog entry (resource class, lease, timeout, retries, schema). It must be deterministic for one run (same params, same
-scheduled instant → same bytes), so a retried upload of the same attempt has the same
-checksum. It calls ``ctx.checkpoint()`` between stages and sleeps only through
-``ctx.sleep()``, which is where cancellation, lost ownership and the timeout reach it.
+A job is a function ``(ctx: JobContext)`` declared with ``@scheduler_job``, which also
+states its catalog entry (resource class, lease, timeout, retries, schema); it returns its
+output as bytes, a file or a ``JobOutput``, or streams it through ``ctx.output()``
+(workers.jobs.output). It must be deterministic for one run (same params, same scheduled
+instant → same bytes), so a retried upload of the same attempt has the same checksum. It
+calls ``ctx.checkpoint()`` between stages and sleeps only through ``ctx.sleep()``, which is
+where cancellation, lost ownership and the timeout reach it.
 
 Job authors import from ``workers.jobs``; the runtime uses ``JobControl``, the
 ``JobInterrupted`` family and ``get_job``; the catalog sync (workers.jobs.catalog) reads
 ``declared_jobs``. Modules holding declarations are imported at start (workers.jobs.discovery).
+
+The context (``JobContext``) is the documented surface a job may rely on: ``params``,
+``scheduled_at`` (UTC) and ``scheduled_at_local`` (the schedule's zone), ``tenant``,
+``attempt``, ``checkpoint()``, ``sleep()``, ``logger``, ``progress()`` and ``output()``.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
+from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-
-@dataclass(frozen=True)
-class JobOutput:
-    data: bytes
-    content_type: str
-    filename: str
+from runs.authority.progress import checked_progress
+from workers.jobs.output import JobOutput, OutputWriter, resolve_output
 
 
 class TransientJobError(Exception):
@@ -76,6 +82,20 @@ class JobControl:
         self._wake.wait(seconds)
 
 
+@dataclass(frozen=True)
+class JobTenant:
+    id: str
+    name: str
+
+
+class RunLogger(logging.LoggerAdapter):
+    """A job's logger: every line names the run and the attempt (also as ``extra`` fields)."""
+
+    def process(self, msg, kwargs):
+        kwargs["extra"] = {**self.extra, **(kwargs.get("extra") or {})}
+        return f"[run={self.extra['run_id']} attempt={self.extra['attempt']}] {msg}", kwargs
+
+
 @dataclass
 class JobContext:
     run_id: str
@@ -85,8 +105,19 @@ class JobContext:
     timezone: str  # the schedule's IANA zone, for calendar meaning ("the report for Tuesday")
     params: dict
     control: JobControl = field(default_factory=JobControl)
+    attempt: int = 1  # 1 for the first attempt, 2 for the first retry, ...
+    job_type: str = ""
+    tenant_id: str = ""
+    # Set by the runtime: the tenant's name by id, and the writer of progress to the run.
+    tenant_loader: Callable[[str], str] | None = field(default=None, repr=False)
+    progress_sink: Callable[[float, str], None] | None = field(default=None, repr=False)
+    _progress_pending: tuple[float, str] | None = field(default=None, init=False, repr=False)
+    _progress_sent_at: float | None = field(default=None, init=False, repr=False)
+    _output: JobOutput | None = field(default=None, init=False, repr=False)
+    _spools: list[str] = field(default_factory=list, init=False, repr=False)
 
     SLEEP_SLICE = 0.25  # upper bound on how late a sleeping job notices its deadline
+    PROGRESS_INTERVAL = 1.0  # at most one progress write per attempt and second
 
     def checkpoint(self) -> None:
         control = self.control
@@ -109,16 +140,81 @@ class JobContext:
                 wait = min(wait, max(0.0, self.control.deadline - now))
             self.control.wait(wait)
 
-    def local_date(self) -> date:
-        """The scheduled instant's calendar date in the schedule's time zone."""
+    @property
+    def scheduled_at_local(self) -> datetime:
+        """The scheduled instant in the schedule's time zone (aware)."""
         try:
             zone = ZoneInfo(self.timezone or "UTC")
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise PermanentJobError(f"unknown time zone {self.timezone!r}") from exc
-        return self.scheduled_at.astimezone(zone).date()
+        return self.scheduled_at.astimezone(zone)
+
+    def local_date(self) -> date:
+        """The scheduled instant's calendar date in the schedule's time zone."""
+        return self.scheduled_at_local.date()
+
+    @cached_property
+    def tenant(self) -> JobTenant:
+        """The tenant the run belongs to (its name read once, on first use)."""
+        return JobTenant(self.tenant_id, self.tenant_loader(self.tenant_id) if self.tenant_loader else "")
+
+    @cached_property
+    def logger(self) -> RunLogger:
+        """A logger named ``jobs.<job type>`` whose lines carry the run id and attempt."""
+        name = f"jobs.{self.job_type}" if self.job_type else "jobs"
+        return RunLogger(logging.getLogger(name), {"run_id": self.run_id, "attempt": self.attempt})
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """How far the job has come, from 0 to 1, and what it is doing; shown as the run's
+        ``progress``. Written at most once a second: a call within the second replaces the
+        value, which the next call after it writes, or the job's return. ValueError for a
+        fraction outside 0 to 1."""
+        self._progress_pending = checked_progress(fraction, message)
+        now = time.monotonic()
+        if self._progress_sent_at is None or now - self._progress_sent_at >= self.PROGRESS_INTERVAL:
+            self.flush_progress()
+
+    def flush_progress(self) -> None:
+        pending, self._progress_pending = self._progress_pending, None
+        if pending is not None and self.progress_sink is not None:
+            self._progress_sent_at = time.monotonic()
+            self.progress_sink(*pending)
+
+    @contextmanager
+    def output(self, content_type: str = "application/octet-stream", filename: str = "") -> Iterator[OutputWriter]:
+        """A streamed output: ``with ctx.output("text/csv", "export.csv") as out: out.write(chunk)``.
+        The chunks go to a local spool file, never all into memory; the job then returns None."""
+        if self._output is not None or self._spools:
+            raise RuntimeError("a job writes one output")
+        writer = OutputWriter()
+        self._spools.append(writer.path)
+        try:
+            yield writer
+        finally:
+            writer.close()
+        self._output = writer.as_output(content_type, filename)
+
+    def discard_outputs(self) -> None:
+        """Delete the spool files of streamed outputs (the runtime calls it once the attempt is over)."""
+        for path in self._spools:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self._spools.clear()
 
 
-JobFunction = Callable[[JobContext], JobOutput]
+def call_job(function: JobFunction, ctx: JobContext) -> JobOutput:
+    """Run a job function and return its output however the job gave it (output.resolve_output);
+    progress still pending is written when the function returns."""
+    try:
+        returned = function(ctx)
+    finally:
+        ctx.flush_progress()
+    return resolve_output(returned, ctx._output)
+
+
+JobFunction = Callable[[JobContext], object]  # its output: see output.resolve_output
 
 
 @dataclass(frozen=True)

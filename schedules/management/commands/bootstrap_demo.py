@@ -1,4 +1,5 @@
-"""Create the demo tenant and its weekday sales-report schedule if absent; print URL and token."""
+"""Create the demo tenant and its weekday sales-report schedule if absent, grant it every job
+type; print URL and token."""
 
 import json
 import os
@@ -8,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from runs.authority import run_once
-from schedules.models import ApiToken, Schedule, Tenant, TokenKind
+from schedules.models import ApiToken, JobType, Schedule, Tenant, TokenKind
 from schedules.services import schedule_create
 from schedules.tenants import tenant_create, tenant_token_create
 from scheduler_project.http.schedule_requests import request_hash, schedule_spec
@@ -39,6 +40,9 @@ class Command(BaseCommand):
             _, secret = tenant_token_create(tenant=tenant, name="demo")
             _write_token(token_file, secret)
         secret = token_file.read_text().strip()
+        # The demo tenant may use every job type, also those declared since it was created
+        # (README, "Add your first job": make run syncs a new job, then grants it here).
+        tenant.allowed_job_types.add(*JobType.objects.filter(enabled=True))
         schedule = Schedule.objects.filter(tenant=tenant, name="sales-report", deleted_at__isnull=True).first()
         if schedule is None:
             schedule, _ = schedule_create(

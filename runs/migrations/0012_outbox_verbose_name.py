@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0010_storedobject_filename'),
+        ('runs', '0011_run_progress'),
     ]
 
     operations = [
