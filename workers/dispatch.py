@@ -10,7 +10,7 @@ from django.db import DatabaseError, InterfaceError, close_old_connections, conn
 
 from runs import authority
 from runs.relay import relay_pass, republish_after_broker_restart, republish_lost_hints
-from workers.batching import class_batch
+from workers import batching
 
 log = logging.getLogger(__name__)
 relay_log = logging.getLogger("scheduler.relay")
@@ -47,7 +47,7 @@ def publish_hints(hints, producer) -> None:
             declared = app.amqp.queues[queue]
             producer.maybe_declare(declared)  # once per batch, not per message
             rest, mode = body[1:], declared.exchange.delivery_mode or PERSISTENT
-            step = class_batch(queue)
+            step = batching.class_batch(queue)
             for start in range(0, len(queued), step):
                 task_id = uuid()
                 args = [queued[start].run_id, queue, len(queued[start:start + step])]
@@ -70,7 +70,7 @@ def queued_claims(resource_class: str) -> int:
     from scheduler_project.celery import app
 
     with app.connection_for_read() as connection:
-        return connection.default_channel.client.llen(resource_class) * class_batch(resource_class)
+        return connection.default_channel.client.llen(resource_class) * batching.class_batch(resource_class)
 
 
 def broker_epoch() -> str:
@@ -143,6 +143,8 @@ class EmbeddedDispatcher:
             executor.shutdown(wait=True)
 
     def dispatch_once(self) -> int:
+        """Claim for every free slot, each slot a batch as big as this process takes at
+        once for the class (workers.batching); every batch runs on one pool thread."""
         claimed = 0
         for rc, size in self.pools.items():
             with self.lock:
@@ -150,22 +152,24 @@ class EmbeddedDispatcher:
             if free <= 0:
                 continue
             runs = authority.claim_many(
-                n=free, worker_label=self.label, resource_classes=[rc], lease_seconds=self.lease_seconds
+                n=free * batching.claim_size(rc, batching.class_batch(rc)), worker_label=self.label,
+                resource_classes=[rc], lease_seconds=self.lease_seconds,
             )
-            for run in runs:
+            for batch in (runs[slot::free] for slot in range(min(free, len(runs)))):
                 with self.lock:
                     self.busy[rc] += 1
-                self.executors[rc].submit(self._execute, rc, run)
+                self.executors[rc].submit(self._execute, rc, batch)
             claimed += len(runs)
         return claimed
 
-    def _execute(self, rc: str, run) -> None:
-        from workers.runtime import execute_claimed
+    def _execute(self, rc: str, runs) -> None:
+        from workers.runtime import execute_batch
 
         try:
-            execute_claimed(run)
+            executed = execute_batch(runs)
+            batching.observe(rc, len(executed), sum(done.job_seconds for done in executed))
         except Exception:
-            log.exception("execution of %s crashed; the sweeper will recover it", run.id)
+            log.exception("execution of %s crashed; the sweeper will recover them", [run.id for run in runs])
         finally:
             connection.close()
             with self.lock:
