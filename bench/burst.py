@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import median, percentile, wave  # noqa: E402
+from _setup import busy_cpu_seconds, median, percentile, tree_cpu_seconds, wave  # noqa: E402
 
 
 def configure(mode, var_dir):
@@ -60,8 +60,8 @@ def start(mode, args, env, log_dir):
                                       "--without-mingle", "-l", "warning"]
     else:
         commands["dispatch"] = [py, "manage.py", "dispatch", "--pools", f"short={args.concurrency}"]
-    return [subprocess.Popen(c, cwd=ROOT, env=env, stdout=open(log_dir / f"{name}.log", "w"),
-                             stderr=subprocess.STDOUT) for name, c in commands.items()]
+    return {name: subprocess.Popen(c, cwd=ROOT, env=env, stdout=open(log_dir / f"{name}.log", "w"),
+                                   stderr=subprocess.STDOUT) for name, c in commands.items()}
 
 
 def main():
@@ -92,14 +92,20 @@ def main():
     procs = start(args.mode, args, env, var_dir)
     try:
         deadline = time.monotonic() + args.lead + 600
+        while authority_now() < due:
+            time.sleep(0.05)
+        busy_before = busy_cpu_seconds()
+        cpu_before = {name: tree_cpu_seconds(p.pid) for name, p in procs.items()}
         while Run.objects.filter(tenant=tenant, state="succeeded").count() < args.runs:
             if time.monotonic() > deadline:
                 raise SystemExit("burst did not finish in 10 minutes")
             time.sleep(0.5)
+        cpu = {name: tree_cpu_seconds(p.pid) - cpu_before[name] for name, p in procs.items()}
+        busy = busy_cpu_seconds() - busy_before
     finally:
-        for p in procs:
+        for p in procs.values():
             p.terminate()
-        for p in procs:
+        for p in procs.values():
             p.wait()
 
     runs = Run.objects.filter(tenant=tenant)
@@ -123,6 +129,10 @@ def main():
         print(f"  claim (hint -> claimed): median={median(claim):.2f}s max={max(claim):.2f}s")
     print(f"  execute (claim -> accepted completion): median={median(execute) * 1000:.1f}ms "
           f"p99={percentile(execute, 99) * 1000:.1f}ms")
+    ours = sum(cpu.values())
+    parts = ", ".join(f"{name} {seconds / args.runs * 1000:.2f}" for name, seconds in cpu.items())
+    print(f"  CPU per run, from the due instant to the last completion: {busy / args.runs * 1000:.2f} ms on the "
+          f"machine; {parts}; the rest (PostgreSQL, Redis, this script) {(busy - ours) / args.runs * 1000:.2f}")
     if args.peer and args.mode == "redis":
         from celery_peer import run_peer
 

@@ -208,7 +208,8 @@ def _complete(keeper: LeaseKeeper, ready) -> list[tuple[str, str | None, str]]:
     try:
         answers = _deliver(keeper, contexts, authority.complete_succeeded, successes)
         if failpoint_enabled("drop_completion_reply"):
-            log.warning("failpoint drop_completion_reply: repeating %d completions", len(successes))
+            for ctx in contexts:
+                log.warning("failpoint drop_completion_reply: repeating complete for run=%s", ctx.run_id)
             answers = _deliver(keeper, contexts, authority.complete_succeeded, successes)
     except TRANSIENT_DB_ERRORS as exc:
         # Undeliverable while the leases could stand: whatever the authority recorded stands,
