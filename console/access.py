@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import user_passes_test
 from django.shortcuts import redirect, render
 
 from scheduler_project.errors import DomainError
+from scheduler_project.http.validation import lookup_id
 
 
 class BadFilter(ValueError):
@@ -18,6 +19,8 @@ def staff_only(view):
     @user_passes_test(lambda user: user.is_active and user.is_staff, login_url="console:login")
     @wraps(view)
     def guarded(request, *args, **kwargs):
+        # An id in the path that no id could be (a NUL byte, 4 KB) matches nothing: 404.
+        kwargs = {name: lookup_id(value) if name.endswith("_id") else value for name, value in kwargs.items()}
         try:
             return view(request, *args, **kwargs)
         except BadFilter as refused:

@@ -73,7 +73,7 @@ def uncertain_effects(request):
 @staff_only
 def resolve_effect(request, effect_id):
     resolution = filters.choice(request.POST, "resolution", ("sent", "failed", "retry"))
-    intent = EffectIntent.objects.filter(id=filters.identifier({"id": effect_id}, "id")).first()
+    intent = EffectIntent.objects.filter(id=effect_id).first()
     back = reverse("console:effects")
     if intent is None or not resolution:
         return act(request, _missing, "", back)
