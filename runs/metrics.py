@@ -80,6 +80,19 @@ class BacklogCollector:
             depth.add_metric([row["state"], row["resource_class"]], row["n"])
         yield oldest
         yield depth
+        yield open_effects()
+
+
+def open_effects() -> GaugeMetricFamily:
+    """Effect intents still open (pending delivery, or uncertain) by state, from the partial index."""
+    from effects.models import EffectIntent, EffectState
+
+    gauge = GaugeMetricFamily("scheduler_effects", "Open effect intents by state.", labels=["state"])
+    open_states = (EffectState.PENDING, EffectState.UNCERTAIN)
+    counts = dict(EffectIntent.objects.filter(state__in=open_states).values_list("state").annotate(n=Count("id")))
+    for state in open_states:
+        gauge.add_metric([state], counts.get(state, 0))
+    return gauge
 
 
 def metrics_view(request):
