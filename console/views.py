@@ -42,12 +42,12 @@ def overview(request):
 def next_day(request):
     forecast = next_24_hours(authority_now())
     totals = forecast.totals()
-    busiest = sorted(((count, minute) for minute, count in enumerate(totals) if count), reverse=True)[:10]
+    busiest = sorted((-count, minute) for minute, count in enumerate(totals) if count)[:10]
     context = {
         "forecast": forecast,
         "chart": forecast_chart(forecast),
         "colors": [(name, CLASS_COLORS.get(name, "#4a5568"), sum(counts)) for name, counts in sorted(forecast.per_class.items())],
-        "busiest": [(forecast.start + timedelta(minutes=minute), count) for count, minute in busiest],
+        "busiest": [(forecast.start + timedelta(minutes=minute), -count) for count, minute in busiest],
         "total": forecast.total(),
     }
     return render(request, "console/next_day.html", context)
