@@ -153,3 +153,17 @@ def test_uncertain_effects__resolve_records_who_and_when(world, staff_client):
 def test_runs_list__shows_the_tenant_runs_by_state(world, staff_client):
     page = staff_client.get("/console/runs/", {"state": RunState.SUCCEEDED}).content.decode()
     assert world.report_run.id in page and world.running_run.id not in page
+
+
+@pytest.mark.parametrize("values", [[3.0], [1.0, 2.0], [0.5, 2.0, 4.0, 30.0, 0.01], list(map(float, range(250)))])
+def test_lateness_percentiles__embedded_mode_computes_what_postgresql_does(values):
+    """SQLite (make run) computes percentiles in Python: the same interpolation as percentile_cont."""
+    from django.db import connection
+
+    from console.overview import _percentile
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY v), percentile_cont(0.99) "
+                       "WITHIN GROUP (ORDER BY v) FROM unnest(%s::float8[]) AS v", [values])
+        p50, p99 = cursor.fetchone()
+    assert (_percentile(values, 0.5), _percentile(values, 0.99)) == pytest.approx((p50, p99))
