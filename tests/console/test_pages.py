@@ -54,9 +54,10 @@ def test_overview__lateness_matches_the_database_and_marks_the_breach(world, sta
 def test_next_24_hours__one_bar_per_minute_with_the_rules_counts(world, staff_client):
     forecast = next_24_hours(authority_now())
     expected = {}
-    for cron, job_type in FORECAST_RULES:
+    for (cron, job_type), schedule in zip(FORECAST_RULES, world.forecast_schedules):
         resource_class = "short" if job_type == "demo.sleep" else "long"
-        for at in _cron_instants(cron, forecast.start):
+        schedule.refresh_from_db()
+        for at in _cron_instants(cron, schedule.next_run_at, forecast.start):
             minute = int((at - forecast.start).total_seconds() // 60)
             expected[(minute, resource_class)] = expected.get((minute, resource_class), 0) + 1
     page = staff_client.get("/console/next-24-hours/").content.decode()
@@ -67,15 +68,17 @@ def test_next_24_hours__one_bar_per_minute_with_the_rules_counts(world, staff_cl
         minute = (int(stamp[11:13]) * 60 + int(stamp[14:16]) - forecast.start.hour * 60 - forecast.start.minute) % MINUTES
         drawn[(minute, resource_class)] = int(count)
         assert float(height) == pytest.approx(int(count) * 200 / 4, abs=0.01)  # peak: 3 short + 1 long at :30
-    assert drawn == expected
+    assert drawn == expected and len(drawn) >= 95 + 23
     assert f'id="forecast-total">{sum(expected.values())}<' in page
 
 
-def _cron_instants(cron, start):
-    walker = croniter(cron, start - timedelta(microseconds=1))
+def _cron_instants(cron, first, start):
+    """croniter's instants from the schedule's next one (`first`) inside the 24 h from `start`."""
+    walker = croniter(cron, first - timedelta(microseconds=1))
     instants = []
     while (at := walker.get_next(type(start))) < start + timedelta(hours=24):
-        instants.append(at)
+        if at >= start:
+            instants.append(at)
     return instants
 
 
@@ -167,3 +170,21 @@ def test_lateness_percentiles__embedded_mode_computes_what_postgresql_does(value
                        "WITHIN GROUP (ORDER BY v) FROM unnest(%s::float8[]) AS v", [values])
         p50, p99 = cursor.fetchone()
     assert (_percentile(values, 0.5), _percentile(values, 0.99)) == pytest.approx((p50, p99))
+
+
+def test_forecast__schedules_sharing_a_rule_join_it_at_their_own_next_instant(tenant):
+    """One walk per rule: a schedule whose next instant is two hours away adds nothing
+    before it, a lagging one (next instant already past) adds every instant of the window."""
+    from tests.authority_steps import create_schedule
+
+    now = authority_now()
+    ahead, lagging = (create_schedule(tenant, cron="0 * * * *", name=name) for name in ("ahead", "lagging"))
+    start = now.replace(second=0, microsecond=0)
+    hours = [start.replace(minute=0) + timedelta(hours=h) for h in range(25)]
+    hours = [h for h in hours if start <= h < start + timedelta(hours=24)]
+    Schedule.objects.filter(id=ahead.id).update(next_run_at=hours[2])
+    Schedule.objects.filter(id=lagging.id).update(next_run_at=hours[0] - timedelta(hours=5))
+    forecast = next_24_hours(now)
+    counts = {minute: count for minute, count in enumerate(forecast.per_class["short"]) if count}
+    expected = {int((h - start).total_seconds() // 60): 1 + (h >= hours[2]) for h in hours}
+    assert counts == expected
