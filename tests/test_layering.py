@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("kernel", "objectstore", "schedules", "runs", "effects", "workers")
-KERNEL = {"errors", "ids", "clock", "failpoints", "migration_ops", "startup", "database_url", "connections"}  # in scheduler_project/
+KERNEL = {"errors", "ids", "clock", "failpoints", "migration_ops", "startup", "database_url", "connections",
+          "progress"}  # in scheduler_project/
 INTERFACE_FILES = {"views.py", "object_views.py", "admin.py", "admin_forms.py", "urls.py", "api_urls.py", "apps.py",
                    "tasks.py", "settings.py", "celery.py", "wsgi.py"}
 INTERFACE_DIRS = {"http", "commands", "migrations"}
