@@ -2,6 +2,7 @@
 attempts, fences, leases, cancellation, the canonical result and each effect's state."""
 
 from django.conf import settings
+from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -14,7 +15,6 @@ from runs.results import result_download
 from runs.selectors import history_watermark, tenant_runs_page
 from schedules.models import Tenant
 from scheduler_project.errors import DomainError
-from django.contrib import messages
 
 
 @staff_only
