@@ -61,6 +61,13 @@ class EffectIntent(models.Model):
                 name="effect_dated_idx",
                 condition=Q(state__in=["pending", "uncertain"], next_attempt_at__isnull=False),
             ),
+            # Open intents only: the scheduler_effects gauge counts them by state at every scrape,
+            # and the console's uncertain queue pages them by (created_at, id).
+            models.Index(
+                fields=["state", "created_at", "id"],
+                name="effect_open_idx",
+                condition=Q(state__in=["pending", "uncertain"]),
+            ),
         ]
 
     def __str__(self):

@@ -53,9 +53,10 @@ class Check:
         return self.violations == 0
 
 
-def verify_integrity(*, check_store: bool = True, store=None) -> tuple[dict[str, int], list[Check]]:
+def verify_integrity(*, check_store: bool = True, store=None, progress=None) -> tuple[dict[str, int], list[Check]]:
     """What the database holds, and every invariant's check in the order of the module
-    docstring. The database is read in one snapshot; the store is asked afterwards."""
+    docstring. The database is read in one snapshot; the store is asked afterwards.
+    ``progress(total)``, if given, is a context manager yielding ``advance(n)`` for the store HEADs."""
     with _snapshot():
         found = inventory()
         checks = [one_occurrence_per_instant(), canonical_results(), retained_objects_kept(),
@@ -64,7 +65,7 @@ def verify_integrity(*, check_store: bool = True, store=None) -> tuple[dict[str,
             StoredObject.objects.filter(state=ObjectState.REFERENCED).values_list("key", "version_id", "checksum")
         )
     if check_store:
-        checks.insert(2, stored_results(referenced, store or get_object_store()))
+        checks.insert(2, stored_results(referenced, store or get_object_store(), progress=progress))
     return found, checks
 
 
@@ -136,18 +137,28 @@ def canonical_results() -> Check:
     return check
 
 
-def stored_results(rows, store) -> Check:
+def stored_results(rows, store, *, progress=None) -> Check:
     """HEAD every referenced object's (key, version_id, checksum) row: the store holds that
     version with that checksum. Outside any transaction: it takes as long as the store does."""
     check = Check("every canonical result exists in the object store")
     check.checked = len(rows)
-    check.found(missing_or_altered(rows, store))
+    if progress is None:
+        check.found(missing_or_altered(rows, store))
+    else:
+        with progress(len(rows)) as advance:
+            check.found(missing_or_altered(rows, store, advance=advance))
     return check
 
 
-def missing_or_altered(rows, store) -> list[str]:
+def missing_or_altered(rows, store, *, advance=lambda n=1: None) -> list[str]:
     """Problems of (key, version_id, checksum) rows in ``store``: absent, or another checksum."""
     def head(row):
+        try:
+            return _head(row)
+        finally:
+            advance(1)
+
+    def _head(row):
         key, version_id, checksum = row
         try:
             stored = store.head(key, version_id)

@@ -80,6 +80,19 @@ class BacklogCollector:
             depth.add_metric([row["state"], row["resource_class"]], row["n"])
         yield oldest
         yield depth
+        yield open_effects()
+
+
+def open_effects() -> GaugeMetricFamily:
+    """Effect intents still open (pending delivery, or uncertain) by state, from the partial index."""
+    from effects.models import EffectIntent, EffectState
+
+    gauge = GaugeMetricFamily("scheduler_effects", "Open effect intents by state.", labels=["state"])
+    open_states = (EffectState.PENDING, EffectState.UNCERTAIN)
+    counts = dict(EffectIntent.objects.filter(state__in=open_states).values_list("state").annotate(n=Count("id")))
+    for state in open_states:
+        gauge.add_metric([state], counts.get(state, 0))
+    return gauge
 
 
 def metrics_view(request):
@@ -88,15 +101,32 @@ def metrics_view(request):
         refused = Unauthenticated("/metrics requires Authorization: Bearer <METRICS_TOKEN>")
         body = {"error": {"code": refused.code, "message": refused.message, "details": {}}}
         return JsonResponse(body, status=refused.status, headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
-    registry = REGISTRY
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry)
-    output = generate_latest(registry)
+    output = generate_latest(event_registry())
     backlog = CollectorRegistry()
     backlog.register(BacklogCollector())
     output += generate_latest(backlog)
     return HttpResponse(output, content_type=CONTENT_TYPE_LATEST)
+
+
+def event_registry():
+    """The event metrics as /metrics shows them: this process's, or every process's on the
+    host when PROMETHEUS_MULTIPROC_DIR is set."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    return registry
+
+
+def counter_total(name: str) -> float:
+    """The sum over every label set of counter `name` (without its _total suffix)."""
+    return sum(
+        sample.value
+        for family in event_registry().collect()
+        if family.name == name
+        for sample in family.samples
+        if sample.name == f"{name}_total"
+    )
 
 
 def _bearer_matches(request, token: str) -> bool:

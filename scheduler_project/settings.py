@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "runs",
     "effects",
     "workers",
+    "console",  # the operations console (/console/), staff only
 ]
 # The example jobs (examples/jobs.py, README "Add your first job"), when the tree has them.
 if (BASE_DIR / "examples" / "jobs.py").exists():
@@ -237,6 +238,8 @@ SCAN_ROWS_PER_TRANSACTION = env_int("SCAN_ROWS_PER_TRANSACTION", 20000)
 FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)
 
 # --- API --------------------------------------------------------------------------------
+# The start objective the console's Overview judges lateness against (p99 due-to-start).
+CONSOLE_START_OBJECTIVE_SECONDS = float(os.environ.get("CONSOLE_START_OBJECTIVE_SECONDS", 10))
 # Set: /metrics answers only requests carrying `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024

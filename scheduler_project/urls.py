@@ -6,6 +6,7 @@ from runs.metrics import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("console/", include("console.urls")),
     path("metrics", metrics_view, name="metrics"),
     path("", include("workers.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -49,13 +49,21 @@ class RowPlan:
         return self.translation.beat_rule if self.translation else ""
 
 
-def plan_import(tenant: Tenant, now: datetime) -> list[RowPlan]:
-    """What importing every PeriodicTask row for ``tenant`` would do, by row name."""
+def plan_import(tenant: Tenant, now: datetime, *, progress=None) -> list[RowPlan]:
+    """What importing every PeriodicTask row for ``tenant`` would do, by row name.
+    ``progress(total)``, if given, is a context manager yielding ``advance(n)`` per row planned."""
     from django_celery_beat.models import PeriodicTask
 
     imported = dict(BeatImport.objects.filter(tenant=tenant).values_list("periodic_task_name", "schedule_id"))
-    rows = PeriodicTask.objects.select_related("crontab", "interval", "clocked", "solar").order_by("name")
-    return [_plan_row(row, imported, now) for row in rows]
+    rows = list(PeriodicTask.objects.select_related("crontab", "interval", "clocked", "solar").order_by("name"))
+    if progress is None:
+        return [_plan_row(row, imported, now) for row in rows]
+    plans = []
+    with progress(len(rows)) as advance:
+        for row in rows:
+            plans.append(_plan_row(row, imported, now))
+            advance(1)
+    return plans
 
 
 def _plan_row(row, imported: dict, now: datetime) -> RowPlan:

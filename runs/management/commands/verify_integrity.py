@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.integrity import verify_integrity
+from scheduler_project.progress import progress
 
 
 class Command(BaseCommand):
@@ -18,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", dest="as_json", help="one JSON document instead of text")
 
     def handle(self, *args, skip_store, as_json, **options):
-        counts, checks = verify_integrity(check_store=not skip_store)
+        counts, checks = verify_integrity(check_store=not skip_store, progress=_store_progress)
         violated = [check for check in checks if not check.ok]
         if as_json:
             self.stdout.write(_as_json(counts, checks))
@@ -31,6 +32,11 @@ class Command(BaseCommand):
                     self.stdout.write(f"    {example}")
         if violated:
             raise CommandError(f"{len(violated)} of {len(checks)} invariants violated")
+
+
+def _store_progress(total: int):
+    """A bar on a terminal, log lines otherwise; on stderr, never in the report on stdout."""
+    return progress("result objects checked in the store", total=total)
 
 
 def _as_json(counts: dict, checks) -> str:

@@ -9,6 +9,7 @@ from schedules.beat.rules import rule_text
 from schedules.models import Tenant
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import DomainError
+from scheduler_project.progress import progress
 
 COLUMNS = ("periodic task", "task", "beat rule", "new rule", f"beat: next {NEXT_COUNT}",
            f"ours: next {NEXT_COUNT}", "status")
@@ -28,7 +29,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         tenant = _tenant(options["tenant"])
         now = _after(options["after"], options["dry_run"])
-        plans = plan_import(tenant, now)
+        plans = plan_import(tenant, now, progress=_planning_progress)
         added = []
         if not options["dry_run"]:
             try:
@@ -38,6 +39,11 @@ class Command(BaseCommand):
         self.stdout.write(render_table(plans))
         self.stdout.write("")
         self.stdout.write(_summary(plans, tenant, options, added))
+
+
+def _planning_progress(total: int):
+    """A bar on a terminal, log lines otherwise; on stderr, never in the table on stdout."""
+    return progress("periodic tasks planned", total=total)
 
 
 def _tenant(given: str | None) -> Tenant:

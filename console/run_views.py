@@ -1,0 +1,68 @@
+"""Runs: a tenant's runs (keyset pages of the tenant history index) and a run's page:
+attempts, fences, leases, cancellation, the canonical result and each effect's state."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from console import filters
+from console.access import act, staff_only
+from runs.authority import run_cancel
+from runs.models import Run, RunState
+from runs.results import result_download
+from runs.selectors import history_watermark, tenant_runs_page
+from schedules.models import Tenant
+from scheduler_project.errors import DomainError
+
+
+@staff_only
+def run_list(request):
+    tenants = list(Tenant.objects.order_by("name").values_list("id", "name"))
+    tenant_id = filters.identifier(request.GET, "tenant") or (tenants[0][0] if tenants else "")
+    state = filters.choice(request.GET, "state", RunState.values)
+    before = filters.keyset(request.GET, "before")
+    tenant = Tenant.objects.filter(id=tenant_id).first()
+    runs = []
+    if tenant is not None:
+        runs = tenant_runs_page(tenant=tenant, states=[state] if state else (), upper_bound=history_watermark(),
+                                after=before, limit=filters.PAGE_SIZE)
+    context = {
+        "runs": runs, "tenants": tenants, "states": RunState.values,
+        "filters": {"tenant": tenant_id, "state": state},
+        "next": filters.keyset_value(runs[-1].scheduled_at, runs[-1].id) if len(runs) == filters.PAGE_SIZE else "",
+    }
+    return render(request, "console/runs.html", context)
+
+
+@staff_only
+def run_detail(request, run_id):
+    run = get_object_or_404(Run.objects.select_related("schedule", "tenant"), id=run_id)
+    context = {
+        "run": run,
+        "attempts": run.attempts.order_by("number"),
+        "effects": run.effect_intents.order_by("created_at", "id"),
+        "progress_percent": round(run.progress_fraction * 100) if run.progress_fraction is not None else None,
+    }
+    return render(request, "console/run.html", context)
+
+
+@staff_only
+def run_result(request, run_id):
+    """A fresh signed link to the canonical result (pinned while it lives), then there."""
+    run = get_object_or_404(Run, id=run_id)
+    try:
+        download = result_download(tenant=run.tenant, run_id=run.id, base_url=settings.PUBLIC_BASE_URL)
+    except DomainError as refused:
+        messages.error(request, refused.message)
+        return redirect(reverse("console:run", args=[run.id]))
+    return redirect(download["url"])
+
+
+@require_POST
+@staff_only
+def run_cancel_view(request, run_id):
+    run = get_object_or_404(Run, id=run_id)
+    return act(request, lambda: run_cancel(tenant=run.tenant, run_id=run.id), "Cancellation requested",
+               reverse("console:run", args=[run.id]))

@@ -1,0 +1,17 @@
+import pytest
+from django.test import Client
+
+from tests.console.seed import seed_world, staff_user
+from tests.effects.conftest import effect_settings, smtp_server  # noqa: F401  (real SMTP sink)
+
+
+@pytest.fixture
+def world(effect_settings):  # noqa: F811
+    return seed_world()
+
+
+@pytest.fixture
+def staff_client(db):
+    client = Client()
+    client.force_login(staff_user("staff-only"))
+    return client
