@@ -93,8 +93,11 @@ def metrics_view(request):
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
     output = generate_latest(registry)
+    from runs.capacity.gauges import CapacityCollector
+
     backlog = CollectorRegistry()
     backlog.register(BacklogCollector())
+    backlog.register(CapacityCollector())
     output += generate_latest(backlog)
     return HttpResponse(output, content_type=CONTENT_TYPE_LATEST)
 

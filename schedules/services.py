@@ -30,11 +30,14 @@ def schedule_create(
     idempotency_key: str | None = None,
     request_hash: str = "",
     author_kind: str = AuthorKind.API,
+    admit=None,
 ) -> tuple[Schedule, bool]:
     """201 path of POST /schedules; precedence 400, 403 job type, replay, 409, 429.
 
     `request_hash` identifies the request that carried `idempotency_key`: a replay must match it.
     `author_kind` is recorded on the revision (who wrote it: the API or the admin).
+    `admit(schedule=, job_type=, payload=, rule=)`, given, may refuse the schedule (raising)
+    before anything is written: the capacity admission of a strict start promise.
     """
     job_type = JobType.objects.filter(name=spec.job_type, enabled=True).first()
     if job_type is None:
@@ -71,6 +74,8 @@ def schedule_create(
         schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
         schedule.bucket = due_bucket(schedule.id)
         _apply_payload(schedule, payload)
+        if admit is not None:
+            admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
         schedule.next_run_at = recurrence.first_not_before(spec.recurrence, now)
         schedule.save(force_insert=True)
         ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=author_kind)
@@ -94,8 +99,10 @@ def schedule_update(
     expected_revision: int,
     changes: ScheduleSpec,
     author_kind: str = AuthorKind.API,
+    admit=None,
 ) -> Schedule:
-    """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict."""
+    """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict.
+    `admit` as for schedule_create, with the edited schedule."""
     with transaction.atomic():
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
@@ -115,6 +122,9 @@ def schedule_update(
             raise error
         schedule.revision += 1
         _apply_payload(schedule, payload)
+        if admit is not None:
+            rule = changes.recurrence or recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+            admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule)
         if changes.recurrence is not None and not schedule.paused:
             # Only occurrences not yet materialized follow the new rule.
             if changes.recurrence.kind != "after_completion" or schedule.next_run_at is not None:
@@ -168,3 +178,5 @@ def _apply_payload(schedule: Schedule, payload: dict) -> None:
     schedule.retry_initial_delay_seconds = payload["retry"]["initialDelaySeconds"]
     schedule.retry_max_delay_seconds = payload["retry"]["maxDelaySeconds"]
     schedule.effects = payload["effects"]
+    schedule.start_deadline_seconds = payload.get("startDeadlineSeconds")
+    schedule.jitter_seconds = payload.get("jitterSeconds") or 0
