@@ -64,18 +64,13 @@ def schedule_create(
                 if previous.request_hash != request_hash:
                     raise IdempotencyConflict("this Idempotency-Key was used with a different request")
                 return Schedule.objects.get(id=previous.resource_id), False
-        live = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).count()
-        if live >= tenant.max_schedules:
-            raise QuotaExceeded(
-                f"tenant has {live} schedules; its quota is {tenant.max_schedules}",
-                details={"quota": "maxSchedules", "limit": tenant.max_schedules},
-            )
         now = authority_now()
         schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
         schedule.bucket = due_bucket(schedule.id)
         _apply_payload(schedule, payload)
-        if admit is not None:
+        if admit is not None:  # a 409 precedes a 429
             admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
+        _check_schedule_quota(tenant)
         schedule.next_run_at = recurrence.first_not_before(spec.recurrence, now)
         schedule.save(force_insert=True)
         ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=author_kind)
@@ -85,6 +80,16 @@ def schedule_create(
                 resource_id=schedule.id,
             )
     return schedule, True
+
+
+def _check_schedule_quota(tenant: Tenant) -> None:
+    """The tenant (locked) may hold at most max_schedules live schedules."""
+    live = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).count()
+    if live >= tenant.max_schedules:
+        raise QuotaExceeded(
+            f"tenant has {live} schedules; its quota is {tenant.max_schedules}",
+            details={"quota": "maxSchedules", "limit": tenant.max_schedules},
+        )
 
 
 def due_bucket(schedule_id: str) -> int:

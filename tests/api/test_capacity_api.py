@@ -36,14 +36,17 @@ def _strict(client, **fields):
     return client.post("/api/v1/schedules", body)
 
 
-def test_job_types__carry_runtime_statistics(client):
-    [sleep] = [t for t in client.get("/api/v1/job-types").json()["results"] if t["name"] == "demo.sleep"]
-    assert sleep["statistics"] == {
-        "windowSeconds": 7 * 86400, "samples": 0,
-        "durationSeconds": {"p50": None, "p95": None, "p99": None, "mean": None},
-        "queueDelaySeconds": {"p50": None, "p95": None, "p99": None, "mean": None},
-        "expectedDurationSeconds": 5.0,
-    }
+def test_job_types__carry_runtime_statistics_of_accepted_attempts(client, tenant):
+    from tests.authority_steps import succeeded_run
+
+    run = succeeded_run(tenant)
+    [report] = [t for t in client.get("/api/v1/job-types").json()["results"] if t["name"] == "report.sales"]
+    stats = report["statistics"]
+    assert (stats["windowSeconds"], stats["samples"]) == (7 * 86400, 1)
+    attempt = Run.objects.get(id=run.id).accepted_attempt
+    took = round((attempt.finished_at - attempt.started_at).total_seconds(), 3)
+    assert stats["durationSeconds"] == {"p50": took, "p95": took, "p99": took, "mean": took}
+    assert stats["expectedDurationSeconds"] == took and stats["queueDelaySeconds"]["p99"] >= 0
 
 
 def test_forecast__operator_sees_minutes_slots_and_needs(client, operator):
