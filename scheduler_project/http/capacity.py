@@ -57,6 +57,46 @@ def forecast_range(request) -> tuple:
     return start, end
 
 
+class LatenessSerializer(serializers.Serializer):
+    p50 = serializers.FloatField(allow_null=True)
+    p99 = serializers.FloatField(allow_null=True)
+
+
+class ForecastMinuteSerializer(serializers.Serializer):
+    minute = serializers.DateTimeField()
+    resourceClass = serializers.CharField()
+    due = serializers.IntegerField(help_text="Occurrences due in this minute (at their dueAt)")
+    slotSeconds = serializers.FloatField()
+    liveSlots = serializers.IntegerField(allow_null=True, help_text="null for a tenant")
+    lateness = LatenessSerializer(help_text="Predicted start lateness, seconds; null without live slots")
+    feasible = serializers.BooleanField()
+    slotsNeeded = serializers.IntegerField(allow_null=True, help_text="Infeasible minutes; null for a tenant")
+
+
+class ClassCapacitySerializer(serializers.Serializer):
+    liveSlots = serializers.IntegerField()
+    busySlots = serializers.IntegerField()
+    freeSlots = serializers.IntegerField()
+    processes = serializers.IntegerField()
+    requiredSlots = serializers.IntegerField()
+
+
+class ForecastSerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=["installation", "tenant"])
+    objectiveSeconds = serializers.FloatField()
+    classes = serializers.DictField(child=ClassCapacitySerializer(), allow_null=True)
+    minutes = ForecastMinuteSerializer(many=True)
+
+
+ForecastSerializer._declared_fields.update({"from": serializers.DateTimeField(), "to": serializers.DateTimeField()})
+
+
+class BackfillResultSerializer(serializers.Serializer):
+    instants = serializers.IntegerField()
+    created = serializers.IntegerField()
+    existing = serializers.IntegerField()
+
+
 class CapacityForecastView(StrictAPIView):
     authentication_classes = [CapacityReaderAuthentication]
     query_parameters = {"get": frozenset({"from", "to", "resourceClass"})}
@@ -73,7 +113,7 @@ class CapacityForecastView(StrictAPIView):
         ),
         tags=["capacity"],
         parameters=[OpenApiParameter("from", str), OpenApiParameter("to", str), OpenApiParameter("resourceClass", str)],
-        responses={200: serializers.DictField(), **error_responses(400, 401, 403)},
+        responses={200: ForecastSerializer, **error_responses(400, 401, 403)},
     )
     def get(self, request):
         start, end = forecast_range(request)
@@ -106,7 +146,7 @@ class ScheduleBackfillView(TenantAPIView):
         ),
         tags=["schedules"],
         request=BackfillSerializer,
-        responses={200: serializers.DictField(), **error_responses(400, 401, 403, 404, 409)},
+        responses={200: BackfillResultSerializer, **error_responses(400, 401, 403, 404, 409)},
     )
     def post(self, request, schedule_id):
         body = validate_body(BackfillSerializer, json_object_body(request))

@@ -154,19 +154,22 @@ def test_jitter__deterministic_bounded_and_shown_by_preview(client):
 
 
 def test_jitter__materialized_occurrence_keeps_its_nominal_instant_and_waits_until_due(client, tenant):
+    from runs import authority
+
     body = create_schedule(client, recurrence={"kind": "cron", "cron": "* * * * *"}, jitterSeconds=3600)
     schedule = Schedule.objects.get(id=body["scheduleId"])
     instant = make_due(schedule, ago=timedelta(0))
-    from runs import authority
-
+    offset = jitter_offset(schedule.id, instant, 3600)
+    assert offset > 0  # this instant's draw; 0 would be a 1-in-3601 coincidence
     authority.materialize_due()
     run = Run.objects.get(schedule=schedule, scheduled_at=instant)
-    offset = jitter_offset(schedule.id, instant, 3600)
     assert run.due_at == instant + timedelta(seconds=offset)
+    assert (run.state, run.pending_reason) == (RunState.PENDING, PendingReason.NOT_DUE)
     view = client.get(f"/api/v1/runs/{run.id}").json()
     assert _at(view["scheduledAt"]) == instant and _at(view["dueAt"]) == run.due_at
-    if run.due_at > authority_now():
-        assert (run.state, run.pending_reason) == (RunState.PENDING, PendingReason.NOT_DUE)
+    Run.objects.filter(id=run.id).update(due_at=authority_now() - timedelta(seconds=1))  # time passes
+    assert authority.promote_due_runs() == 1
+    assert Run.objects.get(id=run.id).state == RunState.QUEUED
 
 
 def test_backfill__creates_past_instants_once_and_releases_100_per_cycle(client):
