@@ -47,6 +47,7 @@ def scan_pass(*, buckets=None, batch_size=None) -> authority.MaterializeStats:
             break
     while authority.promote_due_runs():
         pass
+    authority.release_backfill()  # a share per cycle, like a run_all backlog
     return total
 
 

@@ -102,8 +102,11 @@ def metrics_view(request):
         body = {"error": {"code": refused.code, "message": refused.message, "details": {}}}
         return JsonResponse(body, status=refused.status, headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
     output = generate_latest(event_registry())
+    from runs.capacity.gauges import CapacityCollector
+
     backlog = CollectorRegistry()
     backlog.register(BacklogCollector())
+    backlog.register(CapacityCollector())
     output += generate_latest(backlog)
     return HttpResponse(output, content_type=CONTENT_TYPE_LATEST)
 

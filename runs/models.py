@@ -36,6 +36,7 @@ class PendingReason(models.TextChoices):
     NOT_DUE = "not_due"
     OVERLAP = "overlap"  # waiting for the schedule's active-run guard
     RETRY = "retry"  # waiting out a retry backoff
+    BACKFILL = "backfill"  # a backfilled past instant, released a share per scan cycle
 
 
 class SkipReason(models.TextChoices):
@@ -147,6 +148,12 @@ class Run(models.Model):
                 fields=["due_at"],
                 name="run_promotable_idx",
                 condition=Q(state="pending", pending_reason__in=["not_due", "retry"]),
+            ),
+            # Backfilled instants waiting for their release (runs.authority.backfill).
+            models.Index(
+                fields=["schedule", "scheduled_at"],
+                name="run_backfill_idx",
+                condition=Q(state="pending", pending_reason="backfill"),
             ),
             # A schedule's unfinished runs (overlap waiters, the guard's queue) without reading
             # its history: a minutely schedule keeps tens of thousands of finished runs.
@@ -286,3 +293,21 @@ class StoredObject(models.Model):
             )
         ]
         indexes = [models.Index(fields=["state", "created_at"], name="object_state_idx")]
+
+
+class WorkerSlots(models.Model):
+    """Live capacity: one worker process's slots of one resource class, as it last reported
+    them (runs.capacity.live). A row whose expires_at has passed is a process presumed dead."""
+
+    process = models.CharField(max_length=200)
+    resource_class = models.CharField(max_length=16)
+    slots = models.PositiveIntegerField()
+    reported_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "worker slots"
+        constraints = [
+            models.UniqueConstraint(fields=["process", "resource_class"], name="workerslots_unique")
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="workerslots_expiry_idx")]

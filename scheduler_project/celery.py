@@ -1,7 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_init
+from celery.signals import beat_init, worker_init, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 
@@ -22,3 +22,29 @@ def _refuse_to_start_without_secret_key(**_):
     except ImproperlyConfigured as exc:
         # Celery logs and swallows a handler's Exception; SystemExit stops the process.
         raise SystemExit(f"refusing to start: {exc}") from None
+
+
+_reporter = None
+
+
+@worker_ready.connect
+def _report_slots(sender=None, **_):
+    """Live capacity: this worker's concurrency, for each resource-class queue it consumes."""
+    global _reporter
+    import os
+    import socket
+
+    from django.conf import settings
+
+    from workers.capacity_report import SlotReporter
+
+    queues = [q for q in sender.app.amqp.queues.consume_from if q in settings.RESOURCE_CLASSES]
+    slots = {q: sender.controller.concurrency for q in queues}
+    if slots:
+        _reporter = SlotReporter(f"celery:{socket.gethostname()}:{os.getpid()}", slots).start()
+
+
+@worker_shutdown.connect
+def _withdraw_slots(**_):
+    if _reporter is not None:
+        _reporter.stop()

@@ -65,3 +65,9 @@ class StaleFence(DomainError):
 
 class QuotaExceeded(DomainError):
     status, code = 429, "quota_exceeded"
+
+
+class DeadlineInfeasible(DomainError):
+    """A strict schedule's start promise cannot be kept by the forecast capacity."""
+
+    status, code = 409, "deadline_infeasible"

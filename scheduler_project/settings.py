@@ -234,6 +234,21 @@ SCHEDULER_JOB_MODULES = env_list("SCHEDULER_JOB_MODULES")
 # Occurrence rows (runs and skipped records) one materializing transaction writes at most:
 # a long outage's catch-up spreads over transactions that stay far below the idle timeout.
 SCAN_ROWS_PER_TRANSACTION = env_int("SCAN_ROWS_PER_TRANSACTION", 20000)
+# --- Capacity (runs/capacity) -------------------------------------------------------------
+# The start objective of ordinary jobs (design: 99 % start within 10 s of their due instant).
+CAPACITY_OBJECTIVE_SECONDS = env_int("CAPACITY_OBJECTIVE_SECONDS", 10)
+# Runtime statistics: accepted attempts of the last window, at most this many per job type.
+CAPACITY_STATS_WINDOW_SECONDS = env_int("CAPACITY_STATS_WINDOW_SECONDS", 7 * 86400)
+CAPACITY_STATS_SAMPLES = env_int("CAPACITY_STATS_SAMPLES", 1000)
+# Expected duration of a job type without any accepted attempt in the window.
+CAPACITY_DEFAULT_DURATION_SECONDS = env_int("CAPACITY_DEFAULT_DURATION_SECONDS", 5)
+# Worker processes report their slots this often; a report is alive this long.
+CAPACITY_REPORT_INTERVAL_SECONDS = env_int("CAPACITY_REPORT_INTERVAL_SECONDS", 10)
+CAPACITY_REPORT_TTL_SECONDS = env_int("CAPACITY_REPORT_TTL_SECONDS", 30)
+# scheduler_required_slots looks this far ahead; admission checks a strict schedule's waves this far.
+CAPACITY_GAUGE_HORIZON_SECONDS = env_int("CAPACITY_GAUGE_HORIZON_SECONDS", 900)
+CAPACITY_ADMISSION_HORIZON_SECONDS = env_int("CAPACITY_ADMISSION_HORIZON_SECONDS", 86400)
+
 # Failpoints for fault-injection tests; comma-separated names, empty in production.
 FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)
 

@@ -100,6 +100,7 @@ class Tenant(models.Model):
 class TokenKind(models.TextChoices):
     TENANT = "tenant"
     WORKER = "worker"
+    OPERATOR = "operator"  # reads the whole installation's capacity; no tenant
 
 
 class ApiToken(models.Model):
@@ -119,7 +120,7 @@ class ApiToken(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=(Q(kind="tenant") & Q(tenant__isnull=False))
-                | (Q(kind="worker") & Q(tenant__isnull=True)),
+                | (Q(kind__in=["worker", "operator"]) & Q(tenant__isnull=True)),
                 name="apitoken_tenant_iff_tenant_kind",
             )
         ]
@@ -152,6 +153,10 @@ class Schedule(models.Model):
     retry_initial_delay_seconds = models.FloatField(default=5)
     retry_max_delay_seconds = models.FloatField(default=300)
     effects = models.JSONField(default=dict, blank=True)
+    # A strict start promise (admission refuses a wave that would miss it); null: ordinary.
+    start_deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # User-approved jitter: each occurrence is due up to this many seconds after its instant.
+    jitter_seconds = models.PositiveIntegerField(default=0, db_default=0)
     paused = models.BooleanField(default=False)
     paused_at = models.DateTimeField(null=True, blank=True)
     # First instant not yet materialized when paused; resume applies the misfire policy from it.

@@ -30,11 +30,14 @@ def schedule_create(
     idempotency_key: str | None = None,
     request_hash: str = "",
     author_kind: str = AuthorKind.API,
+    admit=None,
 ) -> tuple[Schedule, bool]:
     """201 path of POST /schedules; precedence 400, 403 job type, replay, 409, 429.
 
     `request_hash` identifies the request that carried `idempotency_key`: a replay must match it.
     `author_kind` is recorded on the revision (who wrote it: the API or the admin).
+    `admit(schedule=, job_type=, payload=, rule=)`, given, may refuse the schedule (raising)
+    before anything is written: the capacity admission of a strict start promise.
     """
     job_type = JobType.objects.filter(name=spec.job_type, enabled=True).first()
     if job_type is None:
@@ -61,16 +64,13 @@ def schedule_create(
                 if previous.request_hash != request_hash:
                     raise IdempotencyConflict("this Idempotency-Key was used with a different request")
                 return Schedule.objects.get(id=previous.resource_id), False
-        live = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).count()
-        if live >= tenant.max_schedules:
-            raise QuotaExceeded(
-                f"tenant has {live} schedules; its quota is {tenant.max_schedules}",
-                details={"quota": "maxSchedules", "limit": tenant.max_schedules},
-            )
         now = authority_now()
         schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
         schedule.bucket = due_bucket(schedule.id)
         _apply_payload(schedule, payload)
+        if admit is not None:  # a 409 precedes a 429
+            admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
+        _check_schedule_quota(tenant)
         schedule.next_run_at = recurrence.first_not_before(spec.recurrence, now)
         schedule.save(force_insert=True)
         ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=author_kind)
@@ -80,6 +80,16 @@ def schedule_create(
                 resource_id=schedule.id,
             )
     return schedule, True
+
+
+def _check_schedule_quota(tenant: Tenant) -> None:
+    """The tenant (locked) may hold at most max_schedules live schedules."""
+    live = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).count()
+    if live >= tenant.max_schedules:
+        raise QuotaExceeded(
+            f"tenant has {live} schedules; its quota is {tenant.max_schedules}",
+            details={"quota": "maxSchedules", "limit": tenant.max_schedules},
+        )
 
 
 def due_bucket(schedule_id: str) -> int:
@@ -94,8 +104,10 @@ def schedule_update(
     expected_revision: int,
     changes: ScheduleSpec,
     author_kind: str = AuthorKind.API,
+    admit=None,
 ) -> Schedule:
-    """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict."""
+    """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict.
+    `admit` as for schedule_create, with the edited schedule."""
     with transaction.atomic():
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
@@ -115,6 +127,9 @@ def schedule_update(
             raise error
         schedule.revision += 1
         _apply_payload(schedule, payload)
+        if admit is not None:
+            rule = changes.recurrence or recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+            admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule)
         if changes.recurrence is not None and not schedule.paused:
             # Only occurrences not yet materialized follow the new rule.
             if changes.recurrence.kind != "after_completion" or schedule.next_run_at is not None:
@@ -168,3 +183,5 @@ def _apply_payload(schedule: Schedule, payload: dict) -> None:
     schedule.retry_initial_delay_seconds = payload["retry"]["initialDelaySeconds"]
     schedule.retry_max_delay_seconds = payload["retry"]["maxDelaySeconds"]
     schedule.effects = payload["effects"]
+    schedule.start_deadline_seconds = payload.get("startDeadlineSeconds")
+    schedule.jitter_seconds = payload.get("jitterSeconds") or 0

@@ -32,6 +32,8 @@ class ScheduleSpec:
     overlap_policy: str | None = None
     retry: dict | None = None
     effects: dict | None = None
+    start_deadline_seconds: int | None = None  # 0: remove the promise (an edit's null)
+    jitter_seconds: int | None = None
 
     def anchored(self, now: datetime) -> "ScheduleSpec":
         """An interval rule given without an anchor starts at `now`, the authority's time of the write."""
@@ -51,8 +53,13 @@ class ScheduleSpec:
             "overlapPolicy": self.overlap_policy,
             "retry": {**base["retry"], **self.retry} if self.retry is not None else None,
             "effects": self.effects,
+            "startDeadlineSeconds": self.start_deadline_seconds,
+            "jitterSeconds": self.jitter_seconds,
         }
-        return {**base, **{key: value for key, value in given.items() if value is not None}}
+        payload = {**base, **{key: value for key, value in given.items() if value is not None}}
+        if payload.get("startDeadlineSeconds") == 0:
+            payload["startDeadlineSeconds"] = None
+        return payload
 
 
 def default_payload(job_type: JobType) -> dict:

@@ -76,6 +76,13 @@ def worker_token_create(name: str, *, resource_classes: list[str] | None = None)
     return token, secret
 
 
+def operator_token_create(name: str) -> tuple[ApiToken, str]:
+    """An operator credential: reads the whole installation's capacity forecast."""
+    secret = _new_secret()
+    token = ApiToken.objects.create(kind=TokenKind.OPERATOR, name=name, token_hash=ApiToken.hash_secret(secret))
+    return token, secret
+
+
 def token_revoke(token: ApiToken) -> bool:
     """Revoke a credential; False if it was already revoked."""
     from django.utils import timezone

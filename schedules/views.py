@@ -5,6 +5,8 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from runs.authority import run_once, schedule_resume
+from runs.capacity.admission import admit_start_deadline
+from runs.capacity.statistics import runtime_statistics
 from runs.selectors import runs_page
 from schedules.selectors import (
     job_types_allowed,
@@ -31,6 +33,7 @@ from scheduler_project.http.representations import (
     preview_representation,
     revision_representation,
     run_representation,
+    schedule_instants_representation,
     schedule_representation,
 )
 from scheduler_project.http.schedule_requests import (
@@ -125,7 +128,8 @@ class ScheduleCollectionView(TenantAPIView):
         key = idempotency_key(request)
         body = json_object_body(request)
         schedule, created = schedule_create(
-            tenant=request.tenant, spec=schedule_spec(body), idempotency_key=key, request_hash=request_hash(body)
+            tenant=request.tenant, spec=schedule_spec(body), idempotency_key=key, request_hash=request_hash(body),
+            admit=admit_start_deadline,
         )
         return Response(schedule_representation(schedule), status=_created_status(created))
 
@@ -189,6 +193,7 @@ class ScheduleDetailView(TenantAPIView):
             schedule_id=lookup_id(schedule_id),
             expected_revision=expected_revision,
             changes=changes,
+            admit=admit_start_deadline,
         )
         return Response(schedule_representation(schedule))
 
@@ -353,7 +358,7 @@ class ScheduleInstantsView(TenantAPIView):
         examples=api_docs.SCHEDULE_PREVIEW,
         tags=TAGS,
         parameters=[schemas.COUNT_PARAMETER, schemas.AFTER_PARAMETER],
-        responses={200: schemas.PreviewResponseSerializer, **error_responses(400, 401, 403, 404)},
+        responses={200: schemas.ScheduleInstantsSerializer, **error_responses(400, 401, 403, 404)},
     )
     def get(self, request, schedule_id):
         count = query_integer(request, "count", default=None, minimum=1, maximum=MAX_PREVIEW_COUNT)
@@ -362,7 +367,7 @@ class ScheduleInstantsView(TenantAPIView):
         schedule = schedule_get(tenant=request.tenant, schedule_id=lookup_id(schedule_id))
         rule = schedule_rule(schedule)
         instants = schedule_preview(rule=rule, after=after, **given) if rule is not None else []
-        return Response(preview_representation(instants))
+        return Response(schedule_instants_representation(schedule, instants))
 
 
 class JobTypeListView(TenantAPIView):
@@ -374,11 +379,14 @@ class JobTypeListView(TenantAPIView):
             "must match, its resource class, the default lease of a claim, its timeout, and the retry "
             "policy a new schedule of that type starts with. A schedule naming any other job type is "
             "400 `invalid_request` on `jobType` (or 403 `job_type_forbidden` for an existing type the "
-            "tenant may not use)."
+            "tenant may not use). `statistics`: duration and queue delay percentiles of its accepted "
+            "attempts over a rolling window."
         ),
         examples=api_docs.JOB_TYPES,
         tags=["job types"],
         responses={200: schemas.JobTypeListSerializer, **error_responses(401, 403)},
     )
     def get(self, request):
-        return Response({"results": [job_type_representation(t) for t in job_types_allowed(tenant=request.tenant)]})
+        job_types = job_types_allowed(tenant=request.tenant)
+        stats = runtime_statistics([t.name for t in job_types])
+        return Response({"results": [job_type_representation(t, stats[t.name]) for t in job_types]})

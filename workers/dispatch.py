@@ -128,6 +128,15 @@ class EmbeddedDispatcher:
         self.wake = threading.Event()
 
     def run(self, stopper) -> None:
+        from workers.capacity_report import SlotReporter
+
+        reporter = SlotReporter(self.label, self.pools).start()
+        try:
+            self._loop(stopper)
+        finally:
+            reporter.stop()
+
+    def _loop(self, stopper) -> None:
         while not stopper.stopped:
             claimed = 0
             try:

@@ -6,6 +6,7 @@ locks taken in the order tenant, schedule, occurrence, and authority time read f
 database after lock waits. Every statement of the hot path is in runs/authority/sql.py.
 """
 
+from runs.authority.backfill import Backfilled, release_backfill, schedule_backfill
 from runs.authority.claims import claim, claim_many
 from runs.authority.completion import complete
 from runs.authority.group_commit import Completed, Success, complete_succeeded
@@ -18,6 +19,9 @@ from runs.authority.staging import Upload, result_key, stage_result, stage_resul
 from runs.authority.sweep import sweep_expired_leases
 
 __all__ = [
+    "Backfilled",
+    "release_backfill",
+    "schedule_backfill",
     "Completed",
     "MaterializeStats",
     "ScanCycle",

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
+from schedules.jitter import jittered
 from schedules.models import JobType, Schedule, ScheduleRevision
 from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
 from runs.authority.transitions import dispatch_row
@@ -33,7 +34,7 @@ class MaterializeStats(Counts):
 # What materialization reads of a schedule; params and effects come from the revision row.
 MATERIALIZE_FIELDS = (
     "id", "tenant_id", "job_type_id", "recurrence", "revision", "misfire_policy", "misfire_grace_seconds",
-    "overlap_policy", "next_run_at", "active_run_id", "resume_from",
+    "overlap_policy", "next_run_at", "active_run_id", "resume_from", "jitter_seconds",
 )
 
 
@@ -201,10 +202,14 @@ class _Wave:
     def add_instants(self, schedule: DueSchedule | Schedule, base: dict, instants) -> None:
         """One occurrence per instant to run, admitted by the schedule's overlap policy."""
         for instant in instants:
-            run = dict(base, id=new_run_id(), scheduled_at=instant, due_at=instant)
+            due = jittered(schedule.id, instant, schedule.jitter_seconds)
+            run = dict(base, id=new_run_id(), scheduled_at=instant, due_at=due)
             waiters = self.waiting.get(schedule.id, 0)
             step = admit(schedule.overlap_policy, guard=schedule.active_run_id, waiting=waiters, new=True)
-            if step is Step.START:
+            if step is Step.START and due > self.now:  # jittered: promoted when due (promote_due_runs)
+                run.update(state=RunState.PENDING, pending_reason=PendingReason.NOT_DUE)
+                self.stats.pending += 1
+            elif step is Step.START:
                 run["state"] = RunState.QUEUED
                 run["dispatch_count"] = 1
                 self.outbox.append(dispatch_row(run["id"], 1, run["resource_class"], self.now))

@@ -27,8 +27,8 @@ def presented_secret(request) -> str:
     return secret
 
 
-def token_authenticate(request, *, kind: str) -> ApiToken:
-    """The live token presented with the request, which must be of `kind`."""
+def token_authenticate(request, *, kind: str | tuple[str, ...]) -> ApiToken:
+    """The live token presented with the request, which must be of `kind` (or one of them)."""
     secret = presented_secret(request)
     token = (
         ApiToken.objects.select_related("tenant")
@@ -37,8 +37,9 @@ def token_authenticate(request, *, kind: str) -> ApiToken:
     )
     if token is None:
         raise Unauthenticated("unknown or revoked token")
-    if token.kind != kind:
-        raise Forbidden(f"this endpoint requires a {kind} token")
+    kinds = (kind,) if isinstance(kind, str) else kind
+    if token.kind not in kinds:
+        raise Forbidden(f"this endpoint requires a {' or '.join(kinds)} token")
     return token
 
 
@@ -74,6 +75,16 @@ class WorkerTokenAuthentication(_BearerAuthentication):
         request._request.worker_token = token
 
 
+class CapacityReaderAuthentication(_BearerAuthentication):
+    """An operator token (the whole installation) or a tenant token (its own share)."""
+
+    kind = (TokenKind.OPERATOR, TokenKind.TENANT)
+
+    def attach(self, request, token):
+        request.tenant = token.tenant  # None for an operator
+        request._request.tenant = token.tenant
+
+
 class TenantTokenScheme(OpenApiAuthenticationExtension):
     target_class = "scheduler_project.http.auth.TenantTokenAuthentication"
     name = "TenantToken"
@@ -88,3 +99,11 @@ class WorkerTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer", "description": "Worker API token"}
+
+
+class CapacityReaderScheme(OpenApiAuthenticationExtension):
+    target_class = "scheduler_project.http.auth.CapacityReaderAuthentication"
+    name = "OperatorOrTenantToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "Operator token, or a tenant token for its share"}

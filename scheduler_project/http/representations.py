@@ -29,6 +29,8 @@ def schedule_representation(schedule) -> dict:
             "maxDelaySeconds": _number(schedule.retry_max_delay_seconds),
         },
         "effects": schedule.effects,
+        "startDeadlineSeconds": schedule.start_deadline_seconds,
+        "jitterSeconds": schedule.jitter_seconds,
         "revision": schedule.revision,
         "paused": schedule.paused,
         "nextRunAt": instant(schedule.next_run_at) if not schedule.paused else None,
@@ -43,7 +45,19 @@ def preview_representation(instants) -> dict:
     return {"instants": [{"at": instant(at), "local": local} for at, local in instants]}
 
 
-REVISED_FIELDS = ("name", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds", "overlapPolicy", "effects")
+def schedule_instants_representation(schedule, instants) -> dict:
+    """A schedule's preview: each nominal instant (`at`) with the instant it is due (`dueAt`,
+    after the schedule's jitter offset for it)."""
+    from schedules.jitter import jittered
+
+    return {"instants": [
+        {"at": instant(at), "local": local, "dueAt": instant(jittered(schedule.id, at, schedule.jitter_seconds))}
+        for at, local in instants
+    ]}
+
+
+REVISED_FIELDS = ("name", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds", "overlapPolicy", "effects",
+                  "startDeadlineSeconds", "jitterSeconds")
 
 
 def revision_representation(revision) -> dict:
@@ -54,11 +68,13 @@ def revision_representation(revision) -> dict:
         "createdAt": instant(revision.created_at),
         "authorKind": revision.author_kind,
         **{field: payload.get(field) for field in REVISED_FIELDS},
+        "jitterSeconds": payload.get("jitterSeconds") or 0,
         "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
     }
 
 
-def job_type_representation(job_type) -> dict:
+def job_type_representation(job_type, stats=None) -> dict:
+    """The catalog entry; with `stats` (runs.capacity.statistics.RuntimeStats) its runtime statistics."""
     return {
         "name": job_type.name,
         "resourceClass": job_type.resource_class,
@@ -72,6 +88,19 @@ def job_type_representation(job_type) -> dict:
             "maxDelaySeconds": _number(job_type.max_delay_seconds),
         },
         "uncertainEffectPolicy": job_type.uncertain_effect_policy,
+        **({"statistics": statistics_representation(stats)} if stats is not None else {}),
+    }
+
+
+def statistics_representation(stats) -> dict:
+    from django.conf import settings
+
+    return {
+        "windowSeconds": settings.CAPACITY_STATS_WINDOW_SECONDS,
+        "samples": stats.samples,
+        "durationSeconds": stats.duration,
+        "queueDelaySeconds": stats.queue_delay,
+        "expectedDurationSeconds": stats.expected_duration(),
     }
 
 

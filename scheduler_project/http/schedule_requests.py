@@ -39,6 +39,8 @@ MAX_RECIPIENTS = 50
 MAX_ADDRESS_LENGTH = 254
 MAX_SUBJECT_LENGTH = 200
 MAX_PREVIEW_COUNT = 100
+MAX_START_DEADLINE_SECONDS = 86400
+MAX_JITTER_SECONDS = 3600
 _EMAIL_ADDRESS = RegexValidator(r"^[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+$", message="not an email address")
 _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http(s) URL")
 
@@ -146,10 +148,21 @@ class ScheduleCreateSerializer(StrictSerializer):
     overlapPolicy = StrictChoiceField(choices=OverlapPolicy.values, required=False, source="overlap_policy")
     retry = RetrySerializer(required=False, allow_null=True)
     effects = EffectsSerializer(required=False, allow_null=True)
+    startDeadlineSeconds = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_START_DEADLINE_SECONDS,
+        source="start_deadline_seconds",
+        help_text="Strict start promise: admission refuses a wave that would start later at p99; null: ordinary",
+    )
+    jitterSeconds = StrictIntegerField(
+        required=False, min_value=0, max_value=MAX_JITTER_SECONDS, source="jitter_seconds",
+        help_text="Each occurrence is due a fixed offset in [0, jitterSeconds] after its instant",
+    )
 
     def validate(self, attrs):
         if "effects" in attrs and attrs["effects"] is None:
             attrs["effects"] = {}  # null removes every effect
+        if "start_deadline_seconds" in attrs and attrs["start_deadline_seconds"] is None:
+            attrs["start_deadline_seconds"] = 0  # null removes the promise
         return attrs
 
 

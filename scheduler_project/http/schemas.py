@@ -82,6 +82,8 @@ class RevisedFieldsSerializer(serializers.Serializer):
     overlapPolicy = serializers.ChoiceField(choices=OverlapPolicy.values)
     retry = ScheduleRetrySerializer()
     effects = EffectsSerializer()
+    startDeadlineSeconds = serializers.IntegerField(allow_null=True, help_text="Strict start promise; null: ordinary")
+    jitterSeconds = serializers.IntegerField(help_text="Occurrences are due up to this many seconds late; 0: none")
 
 
 class ScheduleSerializer(RevisedFieldsSerializer):
@@ -120,6 +122,29 @@ class PreviewResponseSerializer(serializers.Serializer):
     instants = PreviewInstantSerializer(many=True)
 
 
+class ScheduleInstantSerializer(PreviewInstantSerializer):
+    dueAt = serializers.DateTimeField(help_text="`at` plus the schedule's jitter offset for it")
+
+
+class ScheduleInstantsSerializer(serializers.Serializer):
+    instants = ScheduleInstantSerializer(many=True)
+
+
+class PercentilesSerializer(serializers.Serializer):
+    p50 = serializers.FloatField(allow_null=True)
+    p95 = serializers.FloatField(allow_null=True)
+    p99 = serializers.FloatField(allow_null=True)
+    mean = serializers.FloatField(allow_null=True)
+
+
+class RuntimeStatisticsSerializer(serializers.Serializer):
+    windowSeconds = serializers.IntegerField()
+    samples = serializers.IntegerField(help_text="Accepted attempts in the window (at most 1000, the latest)")
+    durationSeconds = PercentilesSerializer(help_text="Claim to accepted completion; null without samples")
+    queueDelaySeconds = PercentilesSerializer(help_text="Due to claim of the accepted attempt")
+    expectedDurationSeconds = serializers.FloatField(help_text="What the forecast uses: the mean, or the default")
+
+
 class JobTypeSerializer(serializers.Serializer):
     name = serializers.CharField()
     resourceClass = serializers.ChoiceField(choices=ResourceClass.values)
@@ -129,6 +154,7 @@ class JobTypeSerializer(serializers.Serializer):
     timeoutSeconds = serializers.IntegerField()
     retry = ScheduleRetrySerializer(help_text="Default retry policy of a new schedule")
     uncertainEffectPolicy = serializers.ChoiceField(choices=UncertainEffectPolicy.values)
+    statistics = RuntimeStatisticsSerializer()
 
 
 class JobTypeListSerializer(serializers.Serializer):

@@ -24,6 +24,12 @@ def test_job_types__lists_every_allowed_type_with_its_policy(client):
         "timeoutSeconds": spec.timeout_seconds,
         "retry": {"maxAttempts": spec.max_attempts, "initialDelaySeconds": 5, "maxDelaySeconds": 300},
         "uncertainEffectPolicy": "hold",
+        "statistics": {
+            "windowSeconds": 7 * 86400, "samples": 0,
+            "durationSeconds": {"p50": None, "p95": None, "p99": None, "mean": None},
+            "queueDelaySeconds": {"p50": None, "p95": None, "p99": None, "mean": None},
+            "expectedDurationSeconds": 5.0,
+        },
     }
 
 

@@ -30,8 +30,9 @@ def test_revisions__newest_first_with_what_each_set(client, schedule):
     assert third["recurrence"]["kind"] == "interval" and third["params"] == {"seconds": 2}
     assert set(first) == {
         "revision", "createdAt", "authorKind", "name", "params", "recurrence", "misfirePolicy",
-        "misfireGraceSeconds", "overlapPolicy", "retry", "effects",
+        "misfireGraceSeconds", "overlapPolicy", "retry", "effects", "startDeadlineSeconds", "jitterSeconds",
     }
+    assert (first["startDeadlineSeconds"], first["jitterSeconds"]) == (None, 0)
     assert first["authorKind"] == "api" and first["createdAt"].endswith("Z")
     assert first["retry"] == schedule["retry"]
     assert first["misfirePolicy"] == "latest_only" and first["overlapPolicy"] == "buffer_one"
@@ -87,7 +88,9 @@ def test_preview__the_schedules_rule(client):
         "/api/v1/schedules/preview",
         {"recurrence": schedule["recurrence"], "count": 3, "after": "2027-03-13T00:00:00Z"},
     )
-    assert response.json() == same.json()
+    # ... each instant with its due instant too: the same without jitter.
+    assert [{k: i[k] for k in ("at", "local")} for i in response.json()["instants"]] == same.json()["instants"]
+    assert all(i["dueAt"] == i["at"] for i in response.json()["instants"])
     assert [i["at"] for i in response.json()["instants"]] == [
         "2027-03-13T07:30:00Z", "2027-03-14T07:30:00Z", "2027-03-15T06:30:00Z",
     ]

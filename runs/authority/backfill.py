@@ -1,0 +1,89 @@
+"""Backfill: the occurrences of a past range of a schedule's rule, for re-running a report
+of a missed period. Each instant is created at most once (the unique key of a scheduled
+instant: run_one_per_instant), so a repeated request creates nothing new; they wait as
+pending (reason backfill) and the scanner releases at most BACKFILL_PER_CYCLE of each
+schedule per scan cycle, like a run_all catch-up."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from runs.authority.materialize import run_payload
+from runs.authority.sql import bulk_set
+from runs.authority.transitions import dispatch_intent
+from runs.catch_up import RUN_ALL_PER_CYCLE
+from runs.models import Outbox, PendingReason, Run, RunState, Trigger
+from schedules import recurrence
+from schedules.locks import lock_schedule
+from schedules.models import JobType, ScheduleRevision
+from scheduler_project.clock import authority_now
+from scheduler_project.errors import InvalidRequest, InvalidState
+
+MAX_BACKFILL_INSTANTS = 1000
+BACKFILL_PER_CYCLE = RUN_ALL_PER_CYCLE
+
+
+@dataclass(frozen=True)
+class Backfilled:
+    instants: int  # the rule's instants in the range
+    created: int  # occurrences created by this request
+    existing: int  # instants that already had their occurrence
+
+
+def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetime) -> Backfilled:
+    """Create the occurrences of the rule's instants in [start, end), which must have passed."""
+    if end <= start:
+        raise InvalidRequest("to must be after from", field="to")
+    with transaction.atomic(durable=True):
+        schedule = lock_schedule(schedule_id, tenant=tenant)
+        now = authority_now()
+        if end > now:
+            raise InvalidRequest("to must not be in the future: backfill creates past occurrences", field="to")
+        rule = recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+        if rule.kind == "after_completion":
+            raise InvalidState("an after_completion schedule has no instants of its own to backfill")
+        tick = timedelta(microseconds=1)
+        instants = recurrence.instants_between(rule, start - tick, end - tick, MAX_BACKFILL_INSTANTS + 1)
+        if len(instants) > MAX_BACKFILL_INSTANTS:
+            raise InvalidRequest(
+                f"the range holds more than {MAX_BACKFILL_INSTANTS} instants; backfill it in parts",
+                field="to", details={"limit": MAX_BACKFILL_INSTANTS},
+            )
+        existing = set(
+            Run.objects.filter(schedule=schedule, trigger=Trigger.SCHEDULE, scheduled_at__in=instants)
+            .values_list("scheduled_at", flat=True)
+        )
+        job_type = JobType.objects.get(name=schedule.job_type_id)
+        revision = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision)
+        payload = run_payload(revision.payload, job_type)
+        rows = [
+            Run(schedule=schedule, tenant_id=schedule.tenant_id, trigger=Trigger.SCHEDULE, revision=schedule.revision,
+                payload=payload, job_type=job_type.name, resource_class=payload["resourceClass"],
+                max_attempts=payload["retry"]["maxAttempts"], state=RunState.PENDING,
+                pending_reason=PendingReason.BACKFILL, scheduled_at=at, due_at=at, created_at=now)
+            for at in instants if at not in existing
+        ]
+        Run.objects.bulk_create(rows, ignore_conflicts=True)  # the unique key keeps each instant once
+    return Backfilled(len(instants), len(rows), len(existing))
+
+
+def release_backfill(*, per_schedule: int = BACKFILL_PER_CYCLE) -> int:
+    """One scan cycle's release: up to `per_schedule` backfilled occurrences of each schedule,
+    oldest first, become claimable with their dispatch intents."""
+    with transaction.atomic(durable=True):
+        now = authority_now()
+        waiting = Run.objects.filter(state=RunState.PENDING, pending_reason=PendingReason.BACKFILL)
+        released = []
+        for schedule_id in waiting.values_list("schedule_id", flat=True).distinct().order_by("schedule_id"):
+            released += list(
+                waiting.filter(schedule_id=schedule_id).order_by("scheduled_at")
+                .select_for_update(skip_locked=True)[:per_schedule]
+            )
+        outbox = []
+        for run in released:
+            run.state, run.pending_reason = RunState.QUEUED, PendingReason.NONE
+            outbox.append(dispatch_intent(run, now))
+        bulk_set(Run, released, ["state", "pending_reason", "dispatch_count"])
+        Outbox.objects.bulk_create(outbox)
+    return len(released)

@@ -1,0 +1,105 @@
+"""Runtime statistics, live slots, the rules' demand and the forecast, on PostgreSQL."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from runs.capacity.demand import occurrences_due
+from runs.capacity.forecast import forecast
+from runs.capacity.live import capacity_by_class, live_slots, slots_report, slots_withdraw
+from runs.capacity.statistics import job_type_statistics
+from runs.models import Attempt, Run, WorkerSlots
+from schedules.models import Schedule
+from scheduler_project.clock import authority_now
+from tests.authority_steps import create_schedule, succeeded_run
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
+
+UTC = timezone.utc
+
+
+def _timed(run: Run, *, seconds: float, delay: float) -> None:
+    """The run's accepted attempt took `seconds` and was claimed `delay` after its due time."""
+    started = authority_now() - timedelta(minutes=5)
+    Attempt.objects.filter(id=run.accepted_attempt_id).update(
+        started_at=started, finished_at=started + timedelta(seconds=seconds))
+    Run.objects.filter(id=run.id).update(due_at=started - timedelta(seconds=delay))
+
+
+def test_statistics__percentiles_of_accepted_attempts_duration_and_queue_delay(tenant):
+    for seconds, delay in ((1, 0.5), (2, 1), (10, 4)):
+        _timed(succeeded_run(tenant), seconds=seconds, delay=delay)
+    stats = job_type_statistics("report.sales")
+    assert stats.samples == 3
+    assert stats.duration == {"p50": 2, "p95": 10, "p99": 10, "mean": pytest.approx(13 / 3, abs=1e-3)}
+    assert stats.queue_delay == {"p50": 1, "p95": 4, "p99": 4, "mean": pytest.approx(5.5 / 3, abs=1e-3)}
+    assert stats.expected_duration() == pytest.approx(13 / 3, abs=1e-3)
+
+
+def test_statistics__window_excludes_old_attempts_and_default_applies_without_history(tenant, settings):
+    run = succeeded_run(tenant)
+    Run.objects.filter(id=run.id).update(finished_at=authority_now() - timedelta(days=8))
+    stats = job_type_statistics("report.sales")
+    assert stats.samples == 0 and stats.duration["p50"] is None
+    settings.CAPACITY_DEFAULT_DURATION_SECONDS = 7
+    assert stats.expected_duration() == 7
+
+
+def test_live_slots__reports_sum_per_class_expire_and_withdraw(db):
+    slots_report("celery:a:1", {"short": 8})
+    slots_report("embedded:b:2", {"short": 4, "long": 2})
+    assert live_slots() == {"short": 12, "long": 2}
+    slots_report("embedded:b:2", {"short": 4})  # a class it no longer serves stops counting
+    assert live_slots() == {"short": 12}
+    WorkerSlots.objects.filter(process="celery:a:1").update(expires_at=authority_now() - timedelta(seconds=1))
+    assert live_slots() == {"short": 4}  # silent past its TTL: presumed dead
+    slots_withdraw("embedded:b:2")
+    assert capacity_by_class()["short"] == {"liveSlots": 0, "busySlots": 0, "freeSlots": 0, "processes": 0}
+
+
+def test_demand__shared_rules_counted_once_per_instant_without_materializing(tenant):
+    for n in range(3):
+        create_schedule(tenant, cron="0 9 * * *", name=f"daily-{n}")
+    create_schedule(tenant, cron="*/30 * * * *", name="half-hourly")
+    paused = create_schedule(tenant, cron="0 9 * * *", name="paused")
+    Schedule.objects.filter(id=paused.id).update(paused=True, next_run_at=None)
+    start = datetime(2030, 1, 7, 8, 0, tzinfo=UTC)
+    due = occurrences_due(start, start + timedelta(hours=2))
+    counts = sorted((d.at.strftime("%H:%M"), d.count) for d in due)
+    assert counts == [("08:00", 1), ("08:30", 1), ("09:00", 1), ("09:00", 3), ("09:30", 1)]
+    assert not Run.objects.exists()
+
+
+def test_demand__jitter_spreads_a_schedule_within_its_bound(tenant):
+    schedule = create_schedule(tenant, cron="* * * * *", name="jittery", jitterSeconds=30)
+    start = datetime(2030, 1, 7, 8, 0, tzinfo=UTC)
+    due = occurrences_due(start, start + timedelta(hours=1))
+    offsets = [d.at.second for d in due]
+    assert len(due) == 60 and all(0 <= s <= 30 for s in offsets) and len(set(offsets)) > 5
+    assert schedule.jitter_seconds == 30
+
+
+def test_forecast__minute_rows_and_required_slots(tenant, other_tenant_schedules):
+    for n in range(30):
+        create_schedule(tenant, cron="0 9 * * *", name=f"daily-{n}")
+    slots_report("embedded:test:1", {"short": 10})
+    start = datetime(2030, 1, 7, 8, 58, tzinfo=UTC)
+    result = forecast(start, start + timedelta(minutes=5))
+    # demo.sleep has no history: 5 s each. 30 + 20 at 09:00 on 10 slots: waves at 0..20 s.
+    [row] = [r for r in result.rows if r.resource_class == "short"]
+    assert (row.minute, row.due, row.slot_seconds) == (datetime(2030, 1, 7, 9, 0, tzinfo=UTC), 50, 250)
+    assert (row.p(50), row.p(99)) == (10, 20)
+    assert row.slots_needed == 17  # three waves of 17 start 99 % of 50 by 10 s
+    assert result.required["short"] == 17
+    mine = forecast(start, start + timedelta(minutes=5), tenant_id=tenant.id, required=False)
+    assert [r.due for r in mine.rows] == [30]
+
+
+@pytest.fixture
+def other_tenant_schedules(db):
+    from tests.factories import make_tenant
+
+    other = make_tenant("globex")
+    for n in range(20):
+        create_schedule(other, cron="0 9 * * *", name=f"other-{n}")
+    return other
