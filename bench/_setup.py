@@ -107,6 +107,30 @@ def busy_cpu_seconds() -> float:
 
 def tree_cpu_seconds(root_pid: int) -> float:
     """User + system CPU seconds of a live process and all its live descendants."""
+    parents, cpu = _processes()
+
+    def descends(pid):
+        while pid > 1:
+            if pid == root_pid:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return sum(seconds for pid, seconds in cpu.items() if descends(pid))
+
+
+def backends_cpu_seconds(database: str) -> float:
+    """User + system CPU seconds of the PostgreSQL backends connected to ``database`` now."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [database])
+        pids = {row[0] for row in cursor.fetchall()}
+    return sum(seconds for pid, seconds in _processes()[1].items() if pid in pids)
+
+
+def _processes() -> tuple[dict[int, int], dict[int, float]]:
+    """Every live process's parent and its user + system CPU seconds."""
     parents, cpu = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -118,12 +142,4 @@ def tree_cpu_seconds(root_pid: int) -> float:
             continue
         parents[int(entry)] = int(stat[1])
         cpu[int(entry)] = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-
-    def descends(pid):
-        while pid > 1:
-            if pid == root_pid:
-                return True
-            pid = parents.get(pid, 0)
-        return False
-
-    return sum(seconds for pid, seconds in cpu.items() if descends(pid))
+    return parents, cpu

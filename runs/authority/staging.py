@@ -7,6 +7,8 @@ versions. Each upload is still judged on its own: one that is refused fails alon
 """
 
 import logging
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -118,12 +120,23 @@ def _staged_row(upload: Upload, registered: tuple | None) -> StoredObject:
 
 def _upload_all(uploads: list[Upload]) -> list[StoredVersion | Exception]:
     """Each upload's written version, or the exception that stopped it. Uploads of a group
-    run side by side (UPLOAD_THREADS): each waits on the store (an fsync, an S3 request),
-    not on this process, and none touches the database."""
+    run side by side on the process's upload threads: each waits on the store (an fsync, an
+    S3 request), not on this process, and none touches the database."""
     if len(uploads) <= 1:
         return [_caught(_upload, upload) for upload in uploads]
-    with ThreadPoolExecutor(min(UPLOAD_THREADS, len(uploads)), thread_name_prefix="upload") as pool:
-        return list(pool.map(lambda upload: _caught(_upload, upload), uploads))
+    return list(_upload_pool().map(lambda upload: _caught(_upload, upload), uploads))
+
+
+_pool_lock = threading.Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): a forked child starts its own
+
+
+def _upload_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(UPLOAD_THREADS, thread_name_prefix="upload"))
+        return _pool[1]
 
 
 def _caught(call, *args):
