@@ -59,17 +59,24 @@ def sweep_pass() -> int:
             return total
 
 
+def guarded(step, *, name: str) -> bool:
+    """Call ``step``; survive a database outage by dropping the connection. False if it failed."""
+    try:
+        close_old_connections()
+        step()
+        return True
+    except (DatabaseError, InterfaceError) as exc:
+        # Terminated backend, failover, restart: drop the connection and try again.
+        log.warning("%s: database error, reconnecting: %s", name, exc)
+        connection.close()
+        return False
+
+
 def run_forever(step, *, interval: float, stopper: Stopper, name: str) -> None:
     """Call ``step`` every ``interval`` seconds; survive database outages by reconnecting."""
     while not stopper.stopped:
         started = time.monotonic()
-        try:
-            close_old_connections()
-            step()
-        except (DatabaseError, InterfaceError) as exc:
-            # Terminated backend, failover, restart: drop the connection and try again.
-            log.warning("%s: database error, reconnecting: %s", name, exc)
-            connection.close()
+        guarded(step, name=name)
         stopper.wait(max(0.0, interval - (time.monotonic() - started)))
 
 

@@ -286,3 +286,22 @@ class StoredObject(models.Model):
             )
         ]
         indexes = [models.Index(fields=["state", "created_at"], name="object_state_idx")]
+
+
+class ScannerMember(models.Model):
+    """A live scanner of the bucket directory (runs.scan_directory), while its lease lasts."""
+
+    id = models.CharField(max_length=100, primary_key=True)
+    lease_expires_at = models.DateTimeField()  # database time
+    joined_at = models.DateTimeField()
+
+
+class BucketLease(models.Model):
+    """One due bucket in the scanner directory: the scanner that serves it, until when
+    (database time). Only removes redundant scanning: the unique (schedule, instant) key
+    stays the guarantee when two scanners overlap on a bucket."""
+
+    bucket = models.PositiveSmallIntegerField(primary_key=True)
+    scanner_id = models.CharField(max_length=100, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveBigIntegerField(default=0)  # owner changes: the bucket's routing version

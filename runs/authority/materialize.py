@@ -14,7 +14,7 @@ from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_wi
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan
 from runs import metrics
-from runs.authority.sql import bulk_insert, bulk_set, lock_due_schedules, lock_schedules
+from runs.authority.sql import bulk_insert, bulk_set, lock_due_among, lock_due_schedules, lock_schedules
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -63,16 +63,20 @@ class ScanCycle:
     held: set[str] = field(default_factory=set)
 
 
-def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanCycle | None = None) -> MaterializeStats:
+def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanCycle | None = None,
+                    ids=None) -> MaterializeStats:
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run.
+    With ``ids`` (a scanner's fired timers) only those schedules, found by key, are looked at.
     Without a `cycle`, this call is a scan cycle of its own. Catch-up planning under the
     locks stays within bounds (runs/authority/planning.py): a schedule whose plan could take
     long is planned after the commit and written in a second transaction."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
     recurrences: dict[str, dict] = {}
     with transaction.atomic(durable=True):
-        schedules = _lock_due(authority_now(), batch_size, buckets, recurrences, held=cycle.held if cycle else ())
+        held = cycle.held if cycle else ()
+        schedules = (_lock_due(authority_now(), batch_size, buckets, recurrences, held=held) if ids is None
+                     else _lock_among(authority_now(), batch_size, ids, recurrences, held=held))
         if not schedules:
             return MaterializeStats()
         plans = WavePlans(authority_now(), recurrences=recurrences)
@@ -108,6 +112,12 @@ def _lock_due(now, batch_size: int, buckets, recurrences: dict, *, held=()) -> l
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
     rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size, exclude=list(held))
+    return [DueSchedule(row, recurrences) for row in rows]
+
+
+def _lock_among(now, batch_size: int, ids, recurrences: dict, *, held=()) -> list[DueSchedule]:
+    """Lock up to ``batch_size`` of the schedules ``ids`` that are due at ``now``."""
+    rows = lock_due_among(MATERIALIZE_FIELDS, list(ids), now, batch_size, exclude=list(held))
     return [DueSchedule(row, recurrences) for row in rows]
 
 
