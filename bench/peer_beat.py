@@ -22,7 +22,8 @@ Nothing claims our runs, so with the default RELAY_REPUBLISH_AFTER_SECONDS=30 th
 lost-hint backstop resends the hints of runs still queued after 30 s (seen at N=50,000);
 set it higher in the environment to measure first publication alone.
 
-Uses its own PostgreSQL database (scheduler_peer) and Redis DB 12, flushed before each run.
+Uses its own PostgreSQL database (scheduler_peer, or $PEER_DATABASE) and Redis DB 12 (or
+$PEER_REDIS_URL), flushed before each run.
 Each measurement waits for a minute boundary: plan ~1.5 min per run at N=1,000.
 """
 
@@ -46,9 +47,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from _setup import clone_schedule, median, percentile  # noqa: E402
 
-DATABASE = "scheduler_peer"
+DATABASE = os.environ.get("PEER_DATABASE", "scheduler_peer")  # a database of its own: dropped first
 DATABASE_URL = f"postgresql://postgres@127.0.0.1:5432/{DATABASE}"
-REDIS_URL = "redis://127.0.0.1:6379/12"
+REDIS_URL = os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/12")  # flushed before each run
 BEAT_QUEUE = "peer"
 OUR_QUEUE = "short"
 NOOP_TASK = "bench.noop"
@@ -75,7 +76,7 @@ def reset() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE effects_effectdelivery, effects_effectintent, runs_storedobject, runs_outbox, "
-            "runs_attempt, runs_run, schedules_schedulerevision, schedules_requestkey, schedules_schedule, "
+            "runs_attempt, runs_run, runs_bucketlease, runs_scannermember, schedules_schedulerevision, schedules_requestkey, schedules_schedule, "
             "schedules_apitoken, schedules_tenant_allowed_job_types, schedules_tenant, "
             "django_celery_beat_periodictask, django_celery_beat_periodictasks, "
             "django_celery_beat_crontabschedule, django_celery_beat_intervalschedule CASCADE"

@@ -72,12 +72,42 @@ def guarded(step, *, name: str) -> bool:
         return False
 
 
-def run_forever(step, *, interval: float, stopper: Stopper, name: str) -> None:
-    """Call ``step`` every ``interval`` seconds; survive database outages by reconnecting."""
+class Wakeup:
+    """Waits that a PostgreSQL NOTIFY on ``channel`` ends early (LISTEN on the loop's own
+    connection, again after every reconnect). Elsewhere (SQLite, a pooler in transaction
+    mode that drops LISTEN) the wait simply lasts: the loop's poll stays the guarantee."""
+
+    def __init__(self, channel: str, stopper: Stopper):
+        self.channel = channel
+        self.stopper = stopper
+        self.listening_on = None  # the raw connection LISTEN was sent on
+
+    def wait(self, seconds: float) -> None:
+        raw = connection.connection
+        if connection.vendor != "postgresql" or raw is None or seconds <= 0:
+            self.stopper.wait(seconds)
+            return
+        try:
+            if raw is not self.listening_on:
+                with connection.cursor() as cursor:
+                    cursor.execute(f'LISTEN "{self.channel}"')
+                self.listening_on = raw
+            for _ in raw.notifies(timeout=seconds, stop_after=1):
+                pass
+        except (DatabaseError, InterfaceError, OSError) as exc:
+            log.warning("%s: wake-up lost, polling: %s", self.channel, exc)
+            self.listening_on = None
+            self.stopper.wait(seconds)
+
+
+def run_forever(step, *, interval: float, stopper: Stopper, name: str, listen: str | None = None) -> None:
+    """Call ``step`` every ``interval`` seconds, or sooner on a NOTIFY on ``listen``;
+    survive database outages by reconnecting."""
+    waits = Wakeup(listen, stopper) if listen else stopper
     while not stopper.stopped:
         started = time.monotonic()
         guarded(step, name=name)
-        stopper.wait(max(0.0, interval - (time.monotonic() - started)))
+        waits.wait(max(0.0, interval - (time.monotonic() - started)))
 
 
 class LoopCommand(BaseCommand):
@@ -89,6 +119,7 @@ class LoopCommand(BaseCommand):
 
     name = "loop"
     default_interval = 1.0
+    listen = None  # a NOTIFY channel that wakes the loop before its interval passes
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="one pass, then exit")
@@ -110,4 +141,4 @@ class LoopCommand(BaseCommand):
         if once:
             self.stdout.write(f"{self.name}: {step()}")
             return
-        run_forever(step, interval=interval, stopper=Stopper(), name=self.name)
+        run_forever(step, interval=interval, stopper=Stopper(), name=self.name, listen=self.listen)

@@ -14,7 +14,7 @@ from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_wi
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan
 from runs import metrics
-from runs.authority.sql import bulk_insert, bulk_set, lock_due_among, lock_due_schedules, lock_schedules
+from runs.authority.sql import bulk_insert, bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -164,6 +164,8 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
 
     bulk_insert(Run, wave.runs)
     bulk_insert(Outbox, wave.outbox)
+    if wave.outbox:
+        notify_outbox()
     if not from_pause:
         bulk_set(Schedule, schedules, ["next_run_at"])
     return wave.stats

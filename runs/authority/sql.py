@@ -81,6 +81,18 @@ def lock_due_among(fields, ids: list[str], now, limit: int, exclude: list[str] =
         return cursor.fetchall()
 
 
+OUTBOX_CHANNEL = "scheduler_outbox"
+
+
+def notify_outbox() -> None:
+    """Wake the relays listening on OUTBOX_CHANNEL when this transaction commits (one
+    notification per transaction, however many intents; none if it rolls back). Only a
+    wake-up: relays poll the outbox all the same."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [OUTBOX_CHANNEL])
+
+
 def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
     """Extend, in one statement, the lease of every ``(attempt id, fence)`` in ``held`` whose
     attempt still owns its run (running, current, same fence, lease not yet passed), each by

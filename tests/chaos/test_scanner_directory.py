@@ -87,4 +87,5 @@ def test_directory__scanner_killed_and_one_joining__buckets_move_and_each_instan
     }
     assert expected <= set(runs), f"lost: {sorted(expected - set(runs))[:5]}"
     assert len(expected) >= 160 * 5
+    assert "scan: timers=" in processes.log("scan-1")  # instants fired from the timer horizon
     assert not any("Traceback" in processes.log(name) for name in ("scan-1", "scan-3", "scan-4"))
