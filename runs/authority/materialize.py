@@ -10,6 +10,7 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from schedules.models import JobType, Schedule, ScheduleRevision
+from schedules.shadow import ShadowWave
 from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan
@@ -150,11 +151,14 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types)
     wave = _Wave(now, _waiting_counts(schedules), len(schedules))
+    shadow = ShadowWave.active()
     for schedule in schedules:
         planned = plan_of(schedule)
         if planned is None:
             continue
         rule, plan = planned
+        if shadow:
+            shadow.observe(schedule, rule, plan)
         base = _run_base(schedule, payloads[schedule.id], now)
         wave.skip_missed(base, plan)
         wave.add_instants(schedule, base, plan.run)
@@ -168,6 +172,8 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
         notify_outbox()
     if not from_pause:
         bulk_set(Schedule, schedules, ["next_run_at"])
+    if shadow:
+        metrics.SHADOW_DISAGREEMENTS.labels(shadow.name).inc(shadow.record())
     return wave.stats
 
 
