@@ -110,3 +110,18 @@ def test_timers__a_restart__rebuilt_from_the_due_index(tenant):
     rebuilt = Timers()  # a new process: nothing in memory
     assert rebuilt.load(ALL) == 3
     assert rebuilt.heap == before.heap
+
+
+def test_timers__a_wave__fired_in_batches_each_schedule_once(tenant):
+    schedules = [create_schedule(tenant, name=f"w{i}") for i in range(130)]
+    instant = authority_now() + timedelta(seconds=0.5)
+    Schedule.objects.filter(id__in=[s.id for s in schedules]).update(next_run_at=instant)
+    timers = Timers()
+    assert timers.load(ALL) == 130
+
+    time.sleep(timers.seconds_to_next())
+    fired = timers.pop_due()
+    stats = fire(timers, fired, batch_size=60)  # transactions of 50, 60 and 20
+
+    assert stats.queued == 130 and stats.schedules == 130
+    assert Run.objects.filter(schedule__in=schedules, scheduled_at=instant).count() == 130
