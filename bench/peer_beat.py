@@ -22,7 +22,8 @@ Nothing claims our runs, so with the default RELAY_REPUBLISH_AFTER_SECONDS=30 th
 lost-hint backstop resends the hints of runs still queued after 30 s (seen at N=50,000);
 set it higher in the environment to measure first publication alone.
 
-Uses its own PostgreSQL database (scheduler_peer) and Redis DB 12, flushed before each run.
+Uses its own PostgreSQL database (scheduler_peer, or $PEER_DATABASE) and Redis DB 12 (or
+$PEER_REDIS_URL), flushed before each run.
 Each measurement waits for a minute boundary: plan ~1.5 min per run at N=1,000.
 """
 
@@ -46,9 +47,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from _setup import clone_schedule, median, percentile  # noqa: E402
 
-DATABASE = "scheduler_peer"
+DATABASE = os.environ.get("PEER_DATABASE", "scheduler_peer")  # a database of its own: dropped first
 DATABASE_URL = f"postgresql://postgres@127.0.0.1:5432/{DATABASE}"
-REDIS_URL = "redis://127.0.0.1:6379/12"
+REDIS_URL = os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/12")  # flushed before each run
 BEAT_QUEUE = "peer"
 OUR_QUEUE = "short"
 NOOP_TASK = "bench.noop"
@@ -75,7 +76,7 @@ def reset() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE effects_effectdelivery, effects_effectintent, runs_storedobject, runs_outbox, "
-            "runs_attempt, runs_run, schedules_schedulerevision, schedules_requestkey, schedules_schedule, "
+            "runs_attempt, runs_run, runs_bucketlease, runs_scannermember, schedules_schedulerevision, schedules_requestkey, schedules_schedule, "
             "schedules_apitoken, schedules_tenant_allowed_job_types, schedules_tenant, "
             "django_celery_beat_periodictask, django_celery_beat_periodictasks, "
             "django_celery_beat_crontabschedule, django_celery_beat_intervalschedule CASCADE"
@@ -141,6 +142,7 @@ class BrokerTap(threading.Thread):
         self.key = key
         self.redis = redis.Redis.from_url(REDIS_URL)
         self.arrivals: list[tuple[float, bytes]] = []
+        self.counted = self.worth = 0  # messages decoded so far, and the tasks they stand for
         self.stop = threading.Event()
 
     def run(self):
@@ -157,18 +159,24 @@ class BrokerTap(threading.Thread):
                 now = time.time()
                 self.arrivals.extend((now, raw) for raw in more)
 
-    def count(self) -> int:
-        return len(self.arrivals)
+    def count(self, system: str) -> int:
+        """Tasks (beat) or runs (ours) the messages so far stand for (decoded once each)."""
+        arrived = len(self.arrivals)
+        self.worth += sum(message_key(raw, system)[1] for _, raw in self.arrivals[self.counted:arrived])
+        self.counted = arrived
+        return self.worth
 
 
-def message_key(raw: bytes, system: str) -> str:
-    """The identity one message stands for: the PeriodicTask name (beat) or the run id (ours)."""
+def message_key(raw: bytes, system: str) -> tuple[str, int]:
+    """The identity one message stands for and how many tasks it is worth: the PeriodicTask
+    name (beat, 1), or the first run id and the claims the hint is worth (ours: a hint
+    [run id, resource class, worth] stands for that many queued runs, workers.batching)."""
     message = json.loads(raw)
     headers = message["headers"]
     if system == "beat":
-        return headers["periodic_task_name"]
+        return headers["periodic_task_name"], 1
     args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-    return args[0]
+    return args[0], (args[2] if len(args) > 2 else 1)
 
 
 def process_tree(pids: list[int]) -> set[int]:
@@ -276,7 +284,7 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
         while time.time() < cap:
             if any(p.poll() is not None for p in procs):
                 raise SystemExit(f"a scheduler process exited early; see {log_dir}")
-            if reached_at is None and tap.count() >= expected_messages:
+            if reached_at is None and tap.count(system) >= expected_messages:
                 reached_at = time.time()
             # After the target, linger briefly to catch duplicates still on their way.
             if reached_at is not None and time.time() - reached_at >= args.grace:
@@ -293,15 +301,18 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
     due_ts = due.timestamp()
     firsts: dict[str, float] = {}
     per_key: Counter = Counter()
+    worth: dict[str, int] = {}
     for arrived, raw in tap.arrivals:
-        key = message_key(raw, system)
+        key, worth[key] = message_key(raw, system)
         per_key[key] += 1
         firsts.setdefault(key, arrived)
-    # Tasks never published by the cap count as infinitely late, so percentiles are over all N.
-    lateness = sorted(t - due_ts for t in firsts.values()) + [float("inf")] * (n - len(firsts))
+    # Every task (run) a message stands for arrived with it; tasks never published by the cap
+    # count as infinitely late, so percentiles are over all N.
+    lateness = sorted(t - due_ts for key, t in firsts.items() for _ in range(worth[key]))
+    lateness += [float("inf")] * (n - len(lateness))
     result = {
         "system": f"{'celery beat' if system == 'beat' else 'scan + relay'}" + (f" x{copies}" if copies > 1 else ""),
-        "kind": system, "n": n, "copies": copies, "published": len(firsts), "messages": len(tap.arrivals),
+        "kind": system, "n": n, "copies": copies, "published": sum(worth.values()), "messages": len(tap.arrivals),
         "first": lateness[0] if lateness else float("nan"),
         "p50": percentile(lateness, 50), "p99": percentile(lateness, 99),
         "last": lateness[-1] if lateness else float("nan"),

@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
@@ -60,18 +61,57 @@ def sweep_pass() -> int:
             return total
 
 
-def run_forever(step, *, interval: float, stopper: Stopper, name: str) -> None:
-    """Call ``step`` every ``interval`` seconds; survive database outages by reconnecting."""
+def guarded(step, *, name: str) -> bool:
+    """Call ``step``; survive a database outage by dropping the connection. False if it failed."""
+    try:
+        close_old_connections()
+        step()
+        return True
+    except (DatabaseError, InterfaceError) as exc:
+        # Terminated backend, failover, restart: drop the connection and try again.
+        log.warning("%s: database error, reconnecting: %s", name, exc)
+        connection.close()
+        return False
+
+
+class Wakeup:
+    """Waits that a PostgreSQL NOTIFY on ``channel`` ends early (LISTEN on the loop's own
+    connection, again after every reconnect). Elsewhere the wait simply lasts, and the
+    loop's poll stays the guarantee: on SQLite, and behind PgBouncer in transaction pooling
+    (``DATABASE_POOLER=pgbouncer``), where a LISTEN would stay behind on a pooled server
+    session that other clients then use."""
+
+    def __init__(self, channel: str, stopper: Stopper):
+        self.channel = channel
+        self.stopper = stopper
+        self.listening_on = None  # the raw connection LISTEN was sent on
+
+    def wait(self, seconds: float) -> None:
+        raw = connection.connection
+        if connection.vendor != "postgresql" or settings.DATABASE_POOLER or raw is None or seconds <= 0:
+            self.stopper.wait(seconds)
+            return
+        try:
+            if raw is not self.listening_on:
+                with connection.cursor() as cursor:
+                    cursor.execute(f'LISTEN "{self.channel}"')
+                self.listening_on = raw
+            for _ in raw.notifies(timeout=seconds, stop_after=1):
+                pass
+        except (DatabaseError, InterfaceError, OSError) as exc:
+            log.warning("%s: wake-up lost, polling: %s", self.channel, exc)
+            self.listening_on = None
+            self.stopper.wait(seconds)
+
+
+def run_forever(step, *, interval: float, stopper: Stopper, name: str, listen: str | None = None) -> None:
+    """Call ``step`` every ``interval`` seconds, or sooner on a NOTIFY on ``listen``;
+    survive database outages by reconnecting."""
+    waits = Wakeup(listen, stopper) if listen else stopper
     while not stopper.stopped:
         started = time.monotonic()
-        try:
-            close_old_connections()
-            step()
-        except (DatabaseError, InterfaceError) as exc:
-            # Terminated backend, failover, restart: drop the connection and try again.
-            log.warning("%s: database error, reconnecting: %s", name, exc)
-            connection.close()
-        stopper.wait(max(0.0, interval - (time.monotonic() - started)))
+        guarded(step, name=name)
+        waits.wait(max(0.0, interval - (time.monotonic() - started)))
 
 
 class LoopCommand(BaseCommand):
@@ -83,6 +123,7 @@ class LoopCommand(BaseCommand):
 
     name = "loop"
     default_interval = 1.0
+    listen = None  # a NOTIFY channel that wakes the loop before its interval passes
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="one pass, then exit")
@@ -104,4 +145,4 @@ class LoopCommand(BaseCommand):
         if once:
             self.stdout.write(f"{self.name}: {step()}")
             return
-        run_forever(step, interval=interval, stopper=Stopper(), name=self.name)
+        run_forever(step, interval=interval, stopper=Stopper(), name=self.name, listen=self.listen)

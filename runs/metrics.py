@@ -53,6 +53,11 @@ PUBLICATION_FAILURES = Counter(
     "scheduler_publication_failures_total", "Result uploads or publications that failed.", ["stage"]
 )
 MATERIALIZED = Counter("scheduler_materialized_occurrences_total", "Occurrences materialized.")
+TIMERS_FIRED = Counter("scheduler_scan_timers_fired_total", "Scanner timers fired at their due instant.")
+SHADOW_DISAGREEMENTS = Counter(
+    "scheduler_recurrence_shadow_disagreements_total",
+    "Next instants on which a shadow recurrence engine disagreed with the active one.", ["candidate"],
+)
 
 
 class BacklogCollector:

@@ -311,3 +311,22 @@ class WorkerSlots(models.Model):
             models.UniqueConstraint(fields=["process", "resource_class"], name="workerslots_unique")
         ]
         indexes = [models.Index(fields=["expires_at"], name="workerslots_expiry_idx")]
+
+
+class ScannerMember(models.Model):
+    """A live scanner of the bucket directory (runs.scan_directory), while its lease lasts."""
+
+    id = models.CharField(max_length=100, primary_key=True)
+    lease_expires_at = models.DateTimeField()  # database time
+    joined_at = models.DateTimeField()
+
+
+class BucketLease(models.Model):
+    """One due bucket in the scanner directory: the scanner that serves it, until when
+    (database time). Only removes redundant scanning: the unique (schedule, instant) key
+    stays the guarantee when two scanners overlap on a bucket."""
+
+    bucket = models.PositiveSmallIntegerField(primary_key=True)
+    scanner_id = models.CharField(max_length=100, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveBigIntegerField(default=0)  # owner changes: the bucket's routing version

@@ -10,9 +10,10 @@ processes fork (Celery prefork) and keep Django's per-thread connections, no poo
 
 Behind PgBouncer in transaction pooling mode (``DATABASE_POOLER=pgbouncer``) one client's
 consecutive transactions may run in different server sessions: nothing may rely on session
-state. The scheduler takes no session-level advisory lock, never LISTENs, and sets nothing
-beyond the transaction (``SET LOCAL``, ``SET TRANSACTION``); what remains is the driver's
-side, handled here.
+state. The scheduler takes no session-level advisory lock, LISTENs only when connected
+directly (the relay's wake-up, runs.loops.Wakeup; it polls behind a pooler), and sets
+nothing beyond the transaction (``SET LOCAL``, ``SET TRANSACTION``); what remains is the
+driver's side, handled here.
 """
 
 from __future__ import annotations

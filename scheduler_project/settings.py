@@ -228,6 +228,17 @@ CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
 # migration that re-buckets every schedule (schedules.services.due_bucket).
 DUE_BUCKETS = 64
 SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 1000)
+# Scanner directory (runs.scan_directory): a scanner's lease on its due buckets, renewed
+# every fifth of it; a scanner that stops renewing loses them to the others.
+SCAN_LEASE_SECONDS = env_int("SCAN_LEASE_SECONDS", 5)
+# Timer horizon (runs.timers): due instants this far ahead are held in memory and fired at
+# their instant; reloaded from the due index this often; at most this many held.
+SCAN_TIMER_HORIZON_SECONDS = env_int("SCAN_TIMER_HORIZON_SECONDS", 60)
+SCAN_TIMER_REFRESH_SECONDS = env_int("SCAN_TIMER_REFRESH_SECONDS", 10)
+SCAN_TIMER_CAP = env_int("SCAN_TIMER_CAP", 200_000)
+# "builtin", or "shadow:<candidate>": the builtin engine stays authoritative and the
+# candidate's next instants are compared at every materialization (schedules.recurrence.shadow).
+RECURRENCE_ENGINE = os.environ.get("RECURRENCE_ENGINE", "builtin")
 # Modules holding @scheduler_job declarations beyond the installed apps' `jobs` modules.
 SCHEDULER_JOB_MODULES = env_list("SCHEDULER_JOB_MODULES")
 

@@ -12,7 +12,7 @@ from django.utils.safestring import mark_safe
 from runs.authority import run_once, schedule_resume
 from runs.models import Run
 from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
-from schedules.models import ApiToken, JobType, Schedule, Tenant
+from schedules.models import ApiToken, JobType, Schedule, ShadowDisagreement, Tenant
 from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.services import schedule_pause
 from schedules.tenants import token_revoke
@@ -236,3 +236,13 @@ class ScheduleAdmin(admin.ModelAdmin):
             lambda s: run_once(tenant=s.tenant, schedule_id=s.id),
             "Queued a run for",
         )
+
+
+@admin.register(ShadowDisagreement)
+class ShadowDisagreementAdmin(ReadOnlyAdmin):
+    """Where a shadow recurrence engine disagreed with the active one (RECURRENCE_ENGINE)."""
+
+    list_display = ("schedule", "candidate", "after", "active_next", "candidate_next", "recorded_at")
+    list_filter = ("candidate",)
+    search_fields = ("schedule__id", "schedule__name")
+    date_hierarchy = "recorded_at"

@@ -261,3 +261,21 @@ class BeatImport(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "periodic_task_name"], name="beatimport_unique")
         ]
+
+
+class ShadowDisagreement(models.Model):
+    """A next instant on which a shadow recurrence engine (RECURRENCE_ENGINE=shadow:<name>)
+    disagreed with the active one at a materialization: evidence before activating it."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="+")
+    candidate = models.CharField(max_length=100)
+    recurrence = models.JSONField()
+    after = models.DateTimeField()  # both engines were asked for the next instant after this
+    active_next = models.DateTimeField(null=True, blank=True)
+    candidate_next = models.DateTimeField(null=True, blank=True)
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "candidate", "after"], name="shadowdisagreement_unique")
+        ]

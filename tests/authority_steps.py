@@ -23,12 +23,12 @@ REPORT = b"region,total\nus,42\n"
 
 
 def create_schedule(tenant, *, cron: str = YEARLY, name: str = "s", job_type: str = "demo.sleep",
-                    params: dict | None = None, **extra) -> Schedule:
+                    params: dict | None = None, zone: str = "UTC", **extra) -> Schedule:
     body = {
         "name": name,
         "jobType": job_type,
         "params": PARAMS[job_type] if params is None else params,
-        "recurrence": {"kind": "cron", "cron": cron},
+        "recurrence": {"kind": "cron", "cron": cron, "timezone": zone},
         **extra,
     }
     schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec(body))

@@ -11,11 +11,12 @@ from django.db.models.functions import Cast
 
 from schedules.jitter import jittered
 from schedules.models import JobType, Schedule, ScheduleRevision
+from schedules.shadow import ShadowWave
 from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan
 from runs import metrics
-from runs.authority.sql import bulk_insert, bulk_set, lock_due_schedules, lock_schedules
+from runs.authority.sql import bulk_insert, bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -64,16 +65,20 @@ class ScanCycle:
     held: set[str] = field(default_factory=set)
 
 
-def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanCycle | None = None) -> MaterializeStats:
+def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanCycle | None = None,
+                    ids=None) -> MaterializeStats:
     """One transaction: lock a batch of due schedules (skipping locked ones), insert their
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run.
+    With ``ids`` (a scanner's fired timers) only those schedules, found by key, are looked at.
     Without a `cycle`, this call is a scan cycle of its own. Catch-up planning under the
     locks stays within bounds (runs/authority/planning.py): a schedule whose plan could take
     long is planned after the commit and written in a second transaction."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
     recurrences: dict[str, dict] = {}
     with transaction.atomic(durable=True):
-        schedules = _lock_due(authority_now(), batch_size, buckets, recurrences, held=cycle.held if cycle else ())
+        held = cycle.held if cycle else ()
+        schedules = (_lock_due(authority_now(), batch_size, buckets, recurrences, held=held) if ids is None
+                     else _lock_among(authority_now(), batch_size, ids, recurrences, held=held))
         if not schedules:
             return MaterializeStats()
         plans = WavePlans(authority_now(), recurrences=recurrences)
@@ -112,6 +117,12 @@ def _lock_due(now, batch_size: int, buckets, recurrences: dict, *, held=()) -> l
     return [DueSchedule(row, recurrences) for row in rows]
 
 
+def _lock_among(now, batch_size: int, ids, recurrences: dict, *, held=()) -> list[DueSchedule]:
+    """Lock up to ``batch_size`` of the schedules ``ids`` that are due at ``now``."""
+    rows = lock_due_among(MATERIALIZE_FIELDS, list(ids), now, batch_size, exclude=list(held))
+    return [DueSchedule(row, recurrences) for row in rows]
+
+
 def _materialize_planned_first(schedules: list[DueSchedule], recurrences: dict) -> tuple[MaterializeStats, list]:
     """Schedules whose catch-up could walk too long to plan under their locks: planned with
     no transaction open, then locked again and written if what their plans were made from
@@ -141,11 +152,14 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types)
     wave = _Wave(now, _waiting_counts(schedules), len(schedules))
+    shadow = ShadowWave.active()
     for schedule in schedules:
         planned = plan_of(schedule)
         if planned is None:
             continue
         rule, plan = planned
+        if shadow:
+            shadow.observe(schedule, rule, plan)
         base = _run_base(schedule, payloads[schedule.id], now)
         wave.skip_missed(base, plan)
         wave.add_instants(schedule, base, plan.run)
@@ -155,8 +169,12 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
 
     bulk_insert(Run, wave.runs)
     bulk_insert(Outbox, wave.outbox)
+    if wave.outbox:
+        notify_outbox()
     if not from_pause:
         bulk_set(Schedule, schedules, ["next_run_at"])
+    if shadow:
+        metrics.SHADOW_DISAGREEMENTS.labels(shadow.name).inc(shadow.record())
     return wave.stats
 
 

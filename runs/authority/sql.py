@@ -63,6 +63,36 @@ def lock_due_schedules(fields, buckets: list[int], now, limit: int, exclude: lis
         return cursor.fetchall()
 
 
+def lock_due_among(fields, ids: list[str], now, limit: int, exclude: list[str] = ()) -> list[tuple]:
+    """lock_due_schedules for the schedules among ``ids`` (a scanner's timers): found by
+    primary key, no search of the due index; the rows are read under the lock, so what is
+    materialized is the schedule as it is now, whatever the timer was loaded from."""
+    if connection.vendor != "postgresql":
+        due = Schedule.objects.filter(id__in=ids, next_run_at__lte=now, paused=False, deleted_at__isnull=True)
+        return list(due.exclude(id__in=exclude).order_by("next_run_at").values_list(*fields)[:limit])
+    columns = ", ".join(f'"{Schedule._meta.get_field(name).column}"' for name in fields)
+    sql = (
+        f"SELECT {columns} FROM {Schedule._meta.db_table}"
+        f" WHERE id = ANY(%s) AND next_run_at <= %s AND NOT paused AND deleted_at IS NULL AND id <> ALL(%s)"
+        f" ORDER BY next_run_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [list(ids), now, list(exclude), limit])
+        return cursor.fetchall()
+
+
+OUTBOX_CHANNEL = "scheduler_outbox"
+
+
+def notify_outbox() -> None:
+    """Wake the relays listening on OUTBOX_CHANNEL when this transaction commits (one
+    notification per transaction, however many intents; none if it rolls back). Only a
+    wake-up: relays poll the outbox all the same."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [OUTBOX_CHANNEL])
+
+
 def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
     """Extend, in one statement, the lease of every ``(attempt id, fence)`` in ``held`` whose
     attempt still owns its run (running, current, same fence, lease not yet passed), each by

@@ -1,4 +1,6 @@
 from runs.loops import LoopCommand, scan_pass
+from runs.scanner import ScanLoop
+from scheduler_project.startup import require_secret_key
 
 
 def parse_buckets(text: str | None):
@@ -13,13 +15,25 @@ def parse_buckets(text: str | None):
 
 
 class Command(LoopCommand):
-    help = "Materialize due occurrences (polls every second; --once does one pass)."
+    help = (
+        "Materialize due occurrences. Joins the scanner directory and serves the due buckets its "
+        "lease holds (--buckets pins them instead), firing the next minute's instants from "
+        "in-memory timers and polling the due index every --interval seconds; --once does one "
+        "pass over every bucket (or the pinned ones)."
+    )
     name = "scan"
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
-        parser.add_argument("--buckets", type=parse_buckets, help="due buckets to scan, e.g. 0-31 (default: all)")
+        parser.add_argument("--buckets", type=parse_buckets, help="pin the due buckets to scan, e.g. 0-31")
         parser.add_argument("--batch-size", type=int, default=None)
+        parser.add_argument("--no-timers", action="store_true", help="poll only (no timer horizon)")
 
     def step(self, *, buckets, batch_size, **options):
         return scan_pass(buckets=buckets, batch_size=batch_size)
+
+    def handle(self, *args, once, interval, buckets, batch_size, no_timers, **options):
+        if once:
+            return super().handle(*args, once=once, interval=interval, buckets=buckets, batch_size=batch_size)
+        require_secret_key()
+        ScanLoop(buckets=buckets, interval=interval, batch_size=batch_size, timers=not no_timers).run()
