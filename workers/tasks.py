@@ -22,20 +22,22 @@ def execute(run_id: str, resource_class: str, worth: int = 1) -> dict:
     """A dispatch hint, worth up to ``worth`` claims of its resource class. The worker
     claims through the authority (weighted-fair, within tenant limits) before doing
     anything: as many runs as this process takes at once (workers.batching), passing the
-    rest of the hint on; when nothing is claimable the hint is dropped.
+    rest of the hint on before executing them, so other free processes start at once; when
+    nothing is claimable the hint is dropped.
 
     Returns what it did (the runs it claimed, which need not include the hinted one, their
     job types and outcomes): with no result backend, that return value is what Flower shows.
     """
     from workers import batching
-    from workers.runtime import claim_and_execute
+    from workers.runtime import claim_runs, execute_batch
 
     size = batching.claim_size(resource_class, worth)
-    executed = claim_and_execute(resource_classes=[resource_class], worker_label=WORKER_LABEL, limit=size)
-    batching.observe(resource_class, len(executed), sum(done.job_seconds for done in executed))
-    passed_on = worth - size if len(executed) == size < worth else 0
-    if passed_on:  # all claimed: more may be claimable, for any free process
+    claimed = claim_runs(resource_classes=[resource_class], worker_label=WORKER_LABEL, limit=size)
+    passed_on = worth - size if len(claimed) == size < worth else 0
+    if passed_on:  # all claimed: more may be claimable, for any free process, starting now
         execute.apply_async(args=[run_id, resource_class, passed_on], queue=resource_class)
+    executed = execute_batch(claimed)
+    batching.observe(resource_class, len(executed), sum(done.job_seconds for done in executed))
     report = {
         "hintedRunId": run_id,
         "worth": worth,
