@@ -5,6 +5,7 @@ import os
 import socket
 
 from celery import shared_task
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from workers.dispatch import EXECUTE_TASK
 
@@ -35,7 +36,7 @@ def execute(run_id: str, resource_class: str, worth: int = 1) -> dict:
     claimed = claim_runs(resource_classes=[resource_class], worker_label=WORKER_LABEL, limit=size)
     passed_on = worth - size if len(claimed) == size < worth else 0
     if passed_on:  # all claimed: more may be claimable, for any free process, starting now
-        execute.apply_async(args=[run_id, resource_class, passed_on], queue=resource_class)
+        passed_on = _pass_on(run_id, resource_class, passed_on)
     executed = execute_batch(claimed)
     batching.observe(resource_class, len(executed), sum(done.job_seconds for done in executed))
     report = {
@@ -56,6 +57,19 @@ def execute(run_id: str, resource_class: str, worth: int = 1) -> dict:
         errors = "; ".join(f"{done.run_id}: {done.error[:300]}" for done in executed if done.outcome == "failed")
         raise JobFailed(f"{failed}: {errors}")
     return report
+
+
+def _pass_on(run_id: str, resource_class: str, worth: int) -> int:
+    """Publish a hint worth ``worth`` claims; what it is worth, 0 when the broker refused it.
+    The runs claimed already are executed either way: their leases are running. The runs the
+    hint stood for keep their outbox rows, so the relay publishes them again (a broker that
+    restarted is seen at its next step, a lost hint by the backstop)."""
+    try:
+        execute.apply_async(args=[run_id, resource_class, worth], queue=resource_class)
+    except (KombuOperationalError, OSError) as exc:
+        log.warning("could not pass on a hint worth %d claims of %s: %s", worth, resource_class, exc)
+        return 0
+    return worth
 
 
 @shared_task(name="scheduler.relay", ignore_result=True)

@@ -10,6 +10,8 @@ from runs import authority
 from runs.models import Run
 from scheduler_project.celery import app
 from tests.authority_steps import create_schedule
+from tests.runs.test_relay_broker_restart import broker
+from tests.servers import RedisServer
 from workers import batching
 from workers.tasks import JobFailed, execute
 
@@ -86,3 +88,22 @@ def test_execute__a_hint_with_nothing_claimable_is_dropped(tenant):
     result = execute.apply(args=["run_gone", "short"])
     assert result.successful()
     assert result.get() == {"hintedRunId": "run_gone", "worth": 1, "passedOn": 0, "outcome": "dropped", "runs": []}
+
+
+def test_execute__broker_down_when_passing_the_hint_on__the_claimed_run_still_executes(tenant, tmp_path):
+    """A hint task that cannot pass the rest of its hint on (the broker restarting) must not
+    abandon the run it claimed until its lease passes: it executes it, and the rest keep their
+    outbox rows for the relay."""
+    runs = [_queued(tenant) for _ in range(2)]
+    batching._windows.clear()
+    server = RedisServer(tmp_path / "redis.log")
+    server.start()
+    try:
+        with broker(server.url):
+            server.kill()
+            report = execute.apply(args=[runs[0].id, "short", 2]).get()
+    finally:
+        server.kill()
+    assert report["passedOn"] == 0 and [r["outcome"] for r in report["runs"]] == ["succeeded"]
+    states = sorted(Run.objects.filter(id__in=[r.id for r in runs]).values_list("state", flat=True))
+    assert states == ["queued", "succeeded"]
