@@ -52,6 +52,11 @@ SKIPPED = Counter("scheduler_skipped_occurrences_total", "Occurrences recorded a
 PUBLICATION_FAILURES = Counter(
     "scheduler_publication_failures_total", "Result uploads or publications that failed.", ["stage"]
 )
+UNKNOWN_JOB_TYPE = Counter(
+    "scheduler_unknown_job_type_runs_total",
+    "Claimable runs a worker left queued because it has no code for their job type (mixed deployments).",
+    ["job_type", "resource_class"],
+)
 MATERIALIZED = Counter("scheduler_materialized_occurrences_total", "Occurrences materialized.")
 TIMERS_FIRED = Counter("scheduler_scan_timers_fired_total", "Scanner timers fired at their due instant.")
 SHADOW_DISAGREEMENTS = Counter(

@@ -16,6 +16,7 @@ from scheduler_project.clock import authority_now
 from runs.models import Outbox, OutboxKind, RunState
 
 RELAY_LEASE_SECONDS = 30
+RELAY_RETRY_SECONDS = 1  # after the broker refused a batch (down, restarting): soon, not a busy loop
 
 
 class Hint(NamedTuple):
@@ -31,7 +32,8 @@ def relay_pass(publish_all, *, epoch: str = "", batch_size: int = 500) -> tuple[
     raise otherwise; rows are marked published after that, in a separate short
     transaction, never around the call, with the broker's ``epoch``. A refused batch stays
     unpublished as a whole (a hint published twice is harmless: workers claim through the
-    authority).
+    authority) and is tried again after ``RELAY_RETRY_SECONDS``: the relay lease is for a relay
+    that dies while publishing, not for a broker that is down for a moment.
     """
     with transaction.atomic():
         now = authority_now()
@@ -53,7 +55,9 @@ def relay_pass(publish_all, *, epoch: str = "", batch_size: int = 500) -> tuple[
         publish_all(hints)
     except Exception as exc:  # the broker said no: the rows stay unpublished
         with transaction.atomic():
-            Outbox.objects.filter(id__in=ids).update(last_error=repr(exc)[:1000])
+            Outbox.objects.filter(id__in=ids).update(
+                last_error=repr(exc)[:1000], relay_until=authority_now() + timedelta(seconds=RELAY_RETRY_SECONDS)
+            )
         return 0, len(hints)
     with transaction.atomic():
         Outbox.objects.filter(id__in=ids).update(published_at=authority_now(), relay_until=None, broker_epoch=epoch)

@@ -170,8 +170,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Longer than the longest lease, so Redis never redelivers a hint that is still running.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": MAX_LEASE_SECONDS * 2}
+# The interval_* options: a producer (the relay) retries a lost broker after 0.1 s, 0.3 s, ...
+# at most 1 s apart, not kombu's 2 s, 4 s, ... 30 s.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": MAX_LEASE_SECONDS * 2,
+                                   "interval_start": 0.1, "interval_step": 0.2, "interval_max": 1.0}
 CELERY_TASK_DEFAULT_QUEUE = "housekeeping"
+# Reconnects to a restarted broker after 0.1 s, not Celery's 2 s, 4 s, ... (workers/consumer.py).
+CELERY_WORKER_CONSUMER = "workers.consumer:Consumer"
 # A published hint whose run is still queued after this long is assumed lost and republished.
 RELAY_REPUBLISH_AFTER_SECONDS = env_int("RELAY_REPUBLISH_AFTER_SECONDS", 30)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

@@ -4,6 +4,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
@@ -11,6 +12,7 @@ from django.db import DatabaseError, InterfaceError, close_old_connections, conn
 from runs import authority
 from runs.relay import relay_pass, republish_after_broker_restart, republish_lost_hints
 from workers import batching
+from workers.jobs.framework import declared_jobs
 
 log = logging.getLogger(__name__)
 relay_log = logging.getLogger("scheduler.relay")
@@ -115,7 +117,11 @@ def republish_and_relay() -> int:
 
 class EmbeddedDispatcher:
     """The design's baseline without a broker: claim straight from the run table into a
-    bounded local pool per resource class. Claims are weighted-fair and respect limits."""
+    bounded local pool per resource class. Claims are weighted-fair and respect limits, and
+    take only runs of the job types this process has code for (the others wait for a
+    dispatcher that has it; they are counted every ``UNKNOWN_CHECK_SECONDS`` at most)."""
+
+    UNKNOWN_CHECK_SECONDS = 5.0
 
     def __init__(self, pools: dict[str, int], *, poll_interval: float = 0.2, lease_seconds: int | None = None):
         self.pools = pools
@@ -126,6 +132,7 @@ class EmbeddedDispatcher:
         self.busy = {rc: 0 for rc in pools}
         self.lock = threading.Lock()
         self.wake = threading.Event()
+        self.unknown_checked_at = {rc: float("-inf") for rc in pools}
 
     def run(self, stopper) -> None:
         from workers.capacity_report import SlotReporter
@@ -154,6 +161,7 @@ class EmbeddedDispatcher:
     def dispatch_once(self) -> int:
         """Claim for every free slot, each slot a batch as big as this process takes at
         once for the class (workers.batching); every batch runs on one pool thread."""
+        job_types = list(declared_jobs())
         claimed = 0
         for rc, size in self.pools.items():
             with self.lock:
@@ -162,8 +170,12 @@ class EmbeddedDispatcher:
                 continue
             runs = authority.claim_many(
                 n=free * batching.claim_size(rc, batching.class_batch(rc)), worker_label=self.label,
-                resource_classes=[rc], lease_seconds=self.lease_seconds,
+                resource_classes=[rc], lease_seconds=self.lease_seconds, job_types=job_types,
             )
+            if len(runs) < free and time.monotonic() - self.unknown_checked_at[rc] >= self.UNKNOWN_CHECK_SECONDS:
+                self.unknown_checked_at[rc] = time.monotonic()
+                authority.pass_over(spare=free - len(runs), resource_classes=[rc], job_types=job_types,
+                                    reoffer=False)
             for batch in (runs[slot::free] for slot in range(min(free, len(runs)))):
                 with self.lock:
                     self.busy[rc] += 1

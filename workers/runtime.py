@@ -3,7 +3,7 @@
 The runtime never changes run state itself and never decides ownership by its own clock:
 the process's lease keeper asks the authority to extend the lease, and only the authority's
 answers (heartbeat, stage_result, complete) say whether this attempt still owns the run.
-The Celery task calls ``claim_and_execute``; the embedded dispatcher claims for its pool
+The Celery task calls ``claim_runs`` and ``execute_batch``; the embedded dispatcher claims for its pool
 and calls ``execute_claimed``.
 
 A process that claimed several runs at once executes them one after another and publishes
@@ -33,6 +33,7 @@ from workers.jobs.framework import (
     JobTimedOut,
     TransientJobError,
     call_job,
+    declared_jobs,
     get_job,
 )
 from workers.contexts import context_for
@@ -58,15 +59,28 @@ class ExecutionOutcome:
     job_seconds: float  # in the job itself
 
 
+def claim_runs(*, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None) -> list[Run]:
+    """Claim up to ``limit`` runs of the job types this process has code for, in one
+    transaction. Runs of other job types stay queued, and the hint that found them goes back
+    to the relay (runs.authority.unknown_job_types)."""
+    job_types = list(declared_jobs())
+    runs = authority.claim_many(
+        n=limit, worker_label=worker_label, resource_classes=resource_classes, lease_seconds=lease_seconds,
+        job_types=job_types,
+    )
+    if len(runs) < limit:
+        authority.pass_over(spare=limit - len(runs), resource_classes=resource_classes, job_types=job_types,
+                            reoffer=True)
+    return runs
+
+
 def claim_and_execute(
     *, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None,
     heartbeat_interval: float | None = None,
 ) -> list[ExecutionOutcome]:
-    """Claim up to ``limit`` runs in one transaction and execute them (execute_batch).
-    Empty when nothing is claimable."""
-    runs = authority.claim_many(
-        n=limit, worker_label=worker_label, resource_classes=resource_classes, lease_seconds=lease_seconds
-    )
+    """claim_runs, then execute what it claimed (execute_batch). Empty when nothing is claimable."""
+    runs = claim_runs(resource_classes=resource_classes, worker_label=worker_label, limit=limit,
+                      lease_seconds=lease_seconds)
     return execute_batch(runs, heartbeat_interval=heartbeat_interval)
 
 

@@ -5,6 +5,7 @@ import os
 import socket
 
 from celery import shared_task
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from workers.dispatch import EXECUTE_TASK
 
@@ -22,20 +23,22 @@ def execute(run_id: str, resource_class: str, worth: int = 1) -> dict:
     """A dispatch hint, worth up to ``worth`` claims of its resource class. The worker
     claims through the authority (weighted-fair, within tenant limits) before doing
     anything: as many runs as this process takes at once (workers.batching), passing the
-    rest of the hint on; when nothing is claimable the hint is dropped.
+    rest of the hint on before executing them, so other free processes start at once; when
+    nothing is claimable the hint is dropped.
 
     Returns what it did (the runs it claimed, which need not include the hinted one, their
     job types and outcomes): with no result backend, that return value is what Flower shows.
     """
     from workers import batching
-    from workers.runtime import claim_and_execute
+    from workers.runtime import claim_runs, execute_batch
 
     size = batching.claim_size(resource_class, worth)
-    executed = claim_and_execute(resource_classes=[resource_class], worker_label=WORKER_LABEL, limit=size)
+    claimed = claim_runs(resource_classes=[resource_class], worker_label=WORKER_LABEL, limit=size)
+    passed_on = worth - size if len(claimed) == size < worth else 0
+    if passed_on:  # all claimed: more may be claimable, for any free process, starting now
+        passed_on = _pass_on(run_id, resource_class, passed_on)
+    executed = execute_batch(claimed)
     batching.observe(resource_class, len(executed), sum(done.job_seconds for done in executed))
-    passed_on = worth - size if len(executed) == size < worth else 0
-    if passed_on:  # all claimed: more may be claimable, for any free process
-        execute.apply_async(args=[run_id, resource_class, passed_on], queue=resource_class)
     report = {
         "hintedRunId": run_id,
         "worth": worth,
@@ -54,6 +57,19 @@ def execute(run_id: str, resource_class: str, worth: int = 1) -> dict:
         errors = "; ".join(f"{done.run_id}: {done.error[:300]}" for done in executed if done.outcome == "failed")
         raise JobFailed(f"{failed}: {errors}")
     return report
+
+
+def _pass_on(run_id: str, resource_class: str, worth: int) -> int:
+    """Publish a hint worth ``worth`` claims; what it is worth, 0 when the broker refused it.
+    The runs claimed already are executed either way: their leases are running. The runs the
+    hint stood for keep their outbox rows, so the relay publishes them again (a broker that
+    restarted is seen at its next step, a lost hint by the backstop)."""
+    try:
+        execute.apply_async(args=[run_id, resource_class, worth], queue=resource_class)
+    except (KombuOperationalError, OSError) as exc:
+        log.warning("could not pass on a hint worth %d claims of %s: %s", worth, resource_class, exc)
+        return 0
+    return worth
 
 
 @shared_task(name="scheduler.relay", ignore_result=True)

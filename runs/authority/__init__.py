@@ -17,6 +17,7 @@ from runs.authority.progress import record_progress
 from runs.authority.resume import schedule_resume
 from runs.authority.staging import Upload, result_key, stage_result, stage_results
 from runs.authority.sweep import sweep_expired_leases
+from runs.authority.unknown_job_types import pass_over
 
 __all__ = [
     "Backfilled",
@@ -34,6 +35,7 @@ __all__ = [
     "heartbeat",
     "heartbeat_many",
     "materialize_due",
+    "pass_over",
     "promote_due_runs",
     "record_progress",
     "result_key",

@@ -18,18 +18,21 @@ from runs.models import Attempt, Outbox, OutboxKind, PendingReason, Run, RunStat
 CLAIM_ROUNDS = 3  # allocation rounds per claim_many when guards or locks pass over candidates
 
 
-def claim(*, worker_token=None, worker_label="", resource_classes=None, lease_seconds=None) -> Run | None:
+def claim(*, worker_token=None, worker_label="", resource_classes=None, lease_seconds=None,
+          job_types=None) -> Run | None:
     runs = claim_many(
         n=1,
         worker_token=worker_token,
         worker_label=worker_label,
         resource_classes=resource_classes,
         lease_seconds=lease_seconds,
+        job_types=job_types,
     )
     return runs[0] if runs else None
 
 
-def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=None, lease_seconds=None) -> list[Run]:
+def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=None, lease_seconds=None,
+               job_types=None) -> list[Run]:
     """Claim up to ``n`` claimable runs in one transaction, weighted-fair across tenants.
 
     Slots are allocated from an unlocked read of each tenant's load. Only the tenants that
@@ -39,11 +42,15 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     order; later rounds skip tenants locked by another claimer (which is serving them), so
     claimers never wait on each other in a cycle. Runs and schedules are taken with SKIP
     LOCKED: a claim never waits on a scanner or a completion.
+
+    ``job_types``, when given, are the job types the caller has code for: runs of any other
+    type stay queued for a process that has it (mixed deployments during a rollout; see
+    runs.authority.unknown_job_types).
     """
     classes = list(resource_classes or settings.RESOURCE_CLASSES)
     claimed: list[Run] = []
     with transaction.atomic(durable=True):
-        loads = _tenant_loads(classes)
+        loads = _tenant_loads(classes, job_types)
         if not loads:
             return []
         locked: set[str] = set()
@@ -67,7 +74,8 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
                 if tenant_id not in locked or share <= 0:
                     exhausted.add(tenant_id)
                     continue
-                got = _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lease_seconds)
+                got = _claim_for_tenant(tenant_id, share, _claimable(classes, job_types), worker_token,
+                                        worker_label, lease_seconds)
                 claimed.extend(got)
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, load.running + len(got), load.max_running)
                 if len(got) < share:
@@ -80,10 +88,16 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     return claimed
 
 
-def _tenant_loads(classes: list[str]) -> dict[str, TenantLoad]:
-    """Tenants with claimable work in ``classes`` and their unlocked running counts, the
-    tenant with the oldest waiting run first (allocation breaks ties in this order)."""
+def _claimable(classes: list[str], job_types=None):
+    """Queued runs due now in ``classes``, of ``job_types`` when given."""
     claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
+    return claimable if job_types is None else claimable.filter(job_type__in=list(job_types))
+
+
+def _tenant_loads(classes: list[str], job_types=None) -> dict[str, TenantLoad]:
+    """Tenants with claimable work in ``classes`` (of ``job_types``) and their unlocked running
+    counts, the tenant with the oldest waiting run first (allocation breaks ties in this order)."""
+    claimable = _claimable(classes, job_types)
     tenants = Tenant.objects.annotate(
         oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1]),
         running=running_count(),
@@ -111,9 +125,9 @@ def _lock_tenants(tenant_ids: list[str], *, skip_locked: bool) -> set[str]:
     return set(rows.values_list("id", flat=True))
 
 
-def _claim_for_tenant(tenant_id, share, classes, worker_token, worker_label, lease_seconds) -> list[Run]:
+def _claim_for_tenant(tenant_id, share, claimable, worker_token, worker_label, lease_seconds) -> list[Run]:
     candidates = list(
-        Run.objects.filter(tenant_id=tenant_id, state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
+        claimable.filter(tenant_id=tenant_id)
         .order_by("due_at", "id")
         .select_for_update(skip_locked=True)[:share]
     )

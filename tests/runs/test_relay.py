@@ -1,5 +1,6 @@
 """The outbox relay: publish-then-mark, failures kept, and the lost-hint backstop."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from runs.authority import run_once
 from scheduler_project.clock import authority_now
 from runs.models import Outbox
-from runs.relay import relay_pass, republish_lost_hints
+from runs.relay import RELAY_RETRY_SECONDS, relay_pass, republish_lost_hints
 from schedules.services import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 
@@ -40,6 +41,20 @@ def test_relay_pass__broker_refusal_keeps_row_unpublished_with_error(queued_runs
     # The relay lease keeps another pass from retrying at once; once it lapses, rows go out.
     assert relay_pass(lambda hints: None) == (0, 0)
     Outbox.objects.update(relay_until=authority_now() - timedelta(seconds=1))
+    assert relay_pass(lambda hints: None) == (5, 0)
+
+
+def test_relay_pass__a_batch_the_broker_refused_goes_out_a_second_later_not_after_the_relay_lease(queued_runs):
+    """A broker restarting while the relay publishes must not hold its hints for the 30 s
+    lease that covers a relay dying mid-publish."""
+    def refuse(hints):
+        raise ConnectionError("Connection refused")
+
+    assert relay_pass(refuse) == (0, 5)
+    retry_in = [(r.relay_until - authority_now()).total_seconds() for r in Outbox.objects.all()]
+    assert all(0 < seconds <= RELAY_RETRY_SECONDS for seconds in retry_in)
+    assert relay_pass(lambda hints: None) == (0, 0)  # not in a busy loop
+    time.sleep(RELAY_RETRY_SECONDS)
     assert relay_pass(lambda hints: None) == (5, 0)
 
 

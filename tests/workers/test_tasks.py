@@ -1,11 +1,17 @@
 """The hint task as Flower and `celery events` see it: its return value says what it did,
 and a failed job is a failed task."""
 
+import threading
+import time
+
 import pytest
 
 from runs import authority
 from runs.models import Run
+from scheduler_project.celery import app
 from tests.authority_steps import create_schedule
+from tests.runs.test_relay_broker_restart import broker
+from tests.servers import RedisServer
 from workers import batching
 from workers.tasks import JobFailed, execute
 
@@ -46,6 +52,29 @@ def test_execute__a_hint_worth_several_claims__claims_what_this_process_takes_an
     assert set(Run.objects.filter(id__in=[r.id for r in runs]).values_list("state", flat=True)) == {"succeeded"}
 
 
+def test_execute__passes_the_rest_of_a_hint_on_before_executing_what_it_claimed(tenant):
+    """While the first claimed run still runs, the hint for the rest is already in the queue,
+    for another free process: a hint worth 16 of 0.3 s jobs is not a 4.8 s chain."""
+    runs = [_queued(tenant, seconds=1) for _ in range(2)]
+    batching._windows.clear()  # a fresh process claims one run per hint
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        channel.queue_purge("short")
+        thread = threading.Thread(target=lambda: execute.apply(args=[runs[0].id, "short", 2]))
+        thread.start()
+        try:
+            while Run.objects.filter(id__in=[r.id for r in runs], state="running").count() == 0:
+                time.sleep(0.02)
+            [running] = Run.objects.filter(id__in=[r.id for r in runs], state="running")
+            queued_hints = channel._size("short")
+            still_running = Run.objects.get(id=running.id).state == "running"
+        finally:
+            thread.join()
+        channel.queue_purge("short")
+    assert (queued_hints, still_running) == (1, True)
+    assert Run.objects.get(id=running.id).state == "succeeded"
+
+
 def test_execute__a_failed_job_is_a_failed_task(tenant):
     run = _queued(tenant, fail="permanent")
     result = execute.apply(args=[run.id, "short"])
@@ -59,3 +88,22 @@ def test_execute__a_hint_with_nothing_claimable_is_dropped(tenant):
     result = execute.apply(args=["run_gone", "short"])
     assert result.successful()
     assert result.get() == {"hintedRunId": "run_gone", "worth": 1, "passedOn": 0, "outcome": "dropped", "runs": []}
+
+
+def test_execute__broker_down_when_passing_the_hint_on__the_claimed_run_still_executes(tenant, tmp_path):
+    """A hint task that cannot pass the rest of its hint on (the broker restarting) must not
+    abandon the run it claimed until its lease passes: it executes it, and the rest keep their
+    outbox rows for the relay."""
+    runs = [_queued(tenant) for _ in range(2)]
+    batching._windows.clear()
+    server = RedisServer(tmp_path / "redis.log")
+    server.start()
+    try:
+        with broker(server.url):
+            server.kill()
+            report = execute.apply(args=[runs[0].id, "short", 2]).get()
+    finally:
+        server.kill()
+    assert report["passedOn"] == 0 and [r["outcome"] for r in report["runs"]] == ["succeeded"]
+    states = sorted(Run.objects.filter(id__in=[r.id for r in runs]).values_list("state", flat=True))
+    assert states == ["queued", "succeeded"]
