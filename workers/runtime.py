@@ -146,6 +146,7 @@ def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> JobOutput |
     """The job's output, still to be published; or (outcome, checksum, error) when the
     attempt ended otherwise, every such path ending in one authority answer."""
     control = ctx.control
+    control.start()
     try:
         output = call_job(get_job(job_type), ctx)
     except JobLost as exc:

@@ -31,8 +31,10 @@ SCHEDULED = datetime(2026, 9, 23, 2, 30, tzinfo=timezone.utc)
 
 
 def make_ctx(params=None, *, tz="America/New_York", run_id="run_test1", timeout=None, scheduled_at=SCHEDULED):
+    control = JobControl(timeout_seconds=timeout)
+    control.start()  # as the runtime does when the job starts
     return JobContext(run_id=run_id, attempt_id="att_1", fence=1, scheduled_at=scheduled_at, timezone=tz,
-                      params=dict(params or {}), control=JobControl(timeout_seconds=timeout))
+                      params=dict(params or {}), control=control)
 
 
 def run_job(name, params=None, **kw):

@@ -218,6 +218,23 @@ def test_execute__timeout_stops_the_job_and_allows_a_retry(tenant):
     assert attempt.retryable is True and "timed out" in attempt.error
 
 
+def test_execute_batch__each_job_s_timeout_counts_from_its_own_start(tenant):
+    """Two 0.7 s jobs with a 1 s timeout, claimed together and run one after the other:
+    the second's clock starts when it starts, so neither times out."""
+    JobType.objects.filter(name="demo.sleep").update(timeout_seconds=1)
+    for name in ("a", "b"):
+        schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
+            "name": name, "jobType": "demo.sleep", "params": {"seconds": 0.7},
+            "recurrence": {"kind": "cron", "cron": "0 9 * * *"}}))
+        Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
+    authority.materialize_due()
+
+    outcomes = claim_and_execute(resource_classes=["short"], worker_label="w", limit=2)
+
+    assert [o.outcome for o in outcomes] == ["succeeded", "succeeded"]
+    assert all(0.6 < o.job_seconds < 1 for o in outcomes)
+
+
 def test_execute__lost_completion_reply_is_repeated_and_answered_with_saved_run(tenant, monkeypatch):
     run = due_run(tenant, params={"seconds": 0})
     calls = count_calls(monkeypatch, "complete_succeeded", fail_after_first=OperationalError("connection lost"))

@@ -62,12 +62,17 @@ class JobControl:
     """Signals from the runtime's heartbeat thread to the job, read at every checkpoint."""
 
     def __init__(self, timeout_seconds: float | None = None):
-        self.deadline = time.monotonic() + timeout_seconds if timeout_seconds else None
+        self.deadline = None  # set when the job starts: a claimed batch runs one job after another
         self.timeout_seconds = timeout_seconds
         self.cancel_requested = threading.Event()
         self.lost = threading.Event()
         self.lost_reason = ""
         self._wake = threading.Event()  # interrupts ctx.sleep() the moment either flag is set
+
+    def start(self) -> None:
+        """The job starts now: its timeout counts from here."""
+        if self.timeout_seconds:
+            self.deadline = time.monotonic() + self.timeout_seconds
 
     def request_cancel(self) -> None:
         self.cancel_requested.set()
