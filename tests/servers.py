@@ -251,3 +251,12 @@ def pgbouncer_in_front_of(database_url: str, log_path: Path, *, pool_size: int):
         yield bouncer
     finally:
         bouncer.stop()
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A redis-server of this test's own on a free port, so restarting it touches nothing else."""
+    server = RedisServer(tmp_path / "redis.log")
+    server.start()
+    yield server
+    server.kill()

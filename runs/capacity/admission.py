@@ -13,7 +13,7 @@ from django.conf import settings
 from runs.capacity.demand import Source, occurrences_due, rule_instants
 from runs.capacity.forecast import class_work, expected_durations
 from runs.capacity.live import live_slots
-from runs.capacity.waves import Arrival, Lateness, simulate
+from runs.capacity.waves import Arrival, Lateness, fewest, simulate
 from scheduler_project.clock import authority_now, instant as instant_text
 from scheduler_project.errors import DeadlineInfeasible
 
@@ -64,7 +64,7 @@ def admit_start_deadline(*, schedule, job_type, payload: dict, rule) -> None:
     if predicted <= deadline:
         return
     suggested = next((j for j in JITTER_LADDER if j > jitter and p99(j, slots)[0] <= deadline), None)
-    needed = _fewest(lambda n: p99(jitter, n)[0] <= deadline, low=slots + 1, high=max(slots + 1, _total(work)))
+    needed = fewest(lambda n: p99(jitter, n)[0] <= deadline, low=slots + 1, high=max(slots + 1, _total(work)))
     raise DeadlineInfeasible(
         f"the {rc} slots cannot start this schedule within {deadline} s at p99 (predicted {_text(predicted)} s)",
         details={
@@ -94,17 +94,6 @@ def _offset(start, at) -> float:
 
 def _total(work) -> int:
     return sum(a.count for a in work.arrivals) + len(work.busy_until) + 1
-
-
-def _fewest(meets, *, low: int, high: int) -> int:
-    """The smallest n in [low, high] for which meets(n) holds (high if none does before)."""
-    while low < high:
-        middle = (low + high) // 2
-        if meets(middle):
-            high = middle
-        else:
-            low = middle + 1
-    return low
 
 
 def _text(seconds: float) -> str:

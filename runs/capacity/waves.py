@@ -133,11 +133,16 @@ def slots_needed(arrivals: list[Arrival], objective: float, *, percentile: float
         lateness = simulate(arrivals, slots + busy, busy_until=busy_until).values()
         return all(part.percentile(percentile) <= objective for part in lateness if part.total)
 
-    low, high = 1, total  # one slot per occurrence starts each at its instant
+    return fewest(meets, low=1, high=total) + busy  # one slot per occurrence starts each at its instant
+
+
+def fewest(meets, *, low: int, high: int) -> int:
+    """The smallest n in [low, high] for which meets(n) holds (high if none does before);
+    ``meets`` must be monotonic."""
     while low < high:
         middle = (low + high) // 2
         if meets(middle):
             high = middle
         else:
             low = middle + 1
-    return low + busy
+    return low

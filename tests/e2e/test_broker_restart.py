@@ -15,20 +15,12 @@ from schedules.services import schedule_create
 from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import wait_until
 from tests.runs.test_relay_broker_restart import broker
-from tests.servers import RedisServer
 from workers.dispatch import EXECUTE_TASK, republish_and_relay
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 DOWN_SECONDS = 2.5  # Celery's own backoff would try at 2 s (still down), then at 6 s
 
-
-@pytest.fixture
-def private_redis(tmp_path):
-    server = RedisServer(tmp_path / "redis.log")
-    server.start()
-    yield server
-    server.kill()
 
 
 def test_worker_and_relay__back_on_a_restarted_broker_within_a_second(processes, private_redis, tenant, settings):

@@ -12,7 +12,6 @@ from runs.models import Outbox
 from scheduler_project.celery import app
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.services import schedule_create
-from tests.servers import RedisServer
 from workers.dispatch import broker_epoch, republish_and_relay
 
 pytestmark = pytest.mark.django_db
@@ -33,13 +32,6 @@ def broker(url: str):
         app._pool = None
         app.amqp._producer_pool = None
 
-
-@pytest.fixture
-def private_redis(tmp_path):
-    server = RedisServer(tmp_path / "redis.log")
-    server.start()
-    yield server
-    server.kill()
 
 
 def test_relay_step__broker_restarted__lost_hints_republished_at_once(tenant, private_redis, settings):
