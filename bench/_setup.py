@@ -46,25 +46,32 @@ def django_on(database: str):
 def clone_schedule(template, copies: int, next_run_at) -> None:
     """``copies`` more schedules like ``template`` (same rule, params, revision payload), all
     due at ``next_run_at`` with the template itself: a wave built in seconds, not via the API."""
+    from scheduler_project.progress import progress
+    from schedules.models import Schedule, ScheduleRevision
+
+    payload = ScheduleRevision.objects.get(schedule=template, revision=template.revision).payload
+    with progress("schedules cloned", total=copies) as advance:
+        for start in range(0, copies, 5000):
+            _clone_batch(template, payload, min(5000, copies - start), next_run_at)
+            advance(min(5000, copies - start))
+    Schedule.objects.filter(id=template.id).update(next_run_at=next_run_at)
+
+
+def _clone_batch(template, payload, count: int, next_run_at) -> None:
     from schedules.models import Schedule, ScheduleRevision
     from schedules.services import due_bucket
 
-    payload = ScheduleRevision.objects.get(schedule=template, revision=template.revision).payload
-    for start in range(0, copies, 5000):
-        schedules = []
-        for _ in range(min(5000, copies - start)):
-            schedule = Schedule(
-                tenant_id=template.tenant_id, job_type_id=template.job_type_id, name=template.name,
-                recurrence=template.recurrence, params=template.params,
-                overlap_policy=template.overlap_policy, next_run_at=next_run_at,
-            )
-            schedule.bucket = due_bucket(schedule.id)
-            schedules.append(schedule)
-        Schedule.objects.bulk_create(schedules)
-        ScheduleRevision.objects.bulk_create(
-            [ScheduleRevision(schedule=s, revision=1, payload=payload) for s in schedules]
+    schedules = []
+    for _ in range(count):
+        schedule = Schedule(
+            tenant_id=template.tenant_id, job_type_id=template.job_type_id, name=template.name,
+            recurrence=template.recurrence, params=template.params,
+            overlap_policy=template.overlap_policy, next_run_at=next_run_at,
         )
-    Schedule.objects.filter(id=template.id).update(next_run_at=next_run_at)
+        schedule.bucket = due_bucket(schedule.id)
+        schedules.append(schedule)
+    Schedule.objects.bulk_create(schedules)
+    ScheduleRevision.objects.bulk_create([ScheduleRevision(schedule=s, revision=1, payload=payload) for s in schedules])
 
 
 def wave(n: int, due, *, name: str = "wave"):

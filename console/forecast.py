@@ -1,12 +1,14 @@
 """The next 24 hours: occurrences due per minute per resource class, computed from the
 schedules' rules (nothing is materialized), plus occurrences already materialized and
-waiting for their due time."""
+waiting for their due time; and what runs.capacity forecasts for them: the live slots per
+class and the start lateness p99 per minute its wave simulation predicts."""
 
 import bisect
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from runs.capacity.forecast import forecast as capacity_forecast
 from runs.models import PendingReason, Run, RunState
 from schedules import recurrence
 from schedules.models import Schedule
@@ -32,6 +34,24 @@ class Forecast:
 
     def total(self) -> int:
         return sum(self.totals())
+
+
+@dataclass
+class Capacity:
+    live_slots: dict[str, int]  # class -> slots of live worker reports, now
+    p99: dict[str, dict[int, float]]  # class -> minute index -> predicted seconds (inf: never starts)
+    objective: float
+
+
+def capacity_next_24_hours(start: datetime) -> Capacity:
+    """The capacity forecast (as GET /api/v1/capacity/forecast) of the 24 hours from `start`."""
+    result = capacity_forecast(start, start + HORIZON, required=False)
+    p99: dict[str, dict[int, float]] = {}
+    for row in result.rows:
+        late = row.p(99)
+        if late is not None:
+            p99.setdefault(row.resource_class, {})[int((row.minute - start).total_seconds() // 60)] = late
+    return Capacity({rc: c["liveSlots"] for rc, c in result.capacity.items()}, p99, result.objective)
 
 
 def next_24_hours(now: datetime) -> Forecast:

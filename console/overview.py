@@ -1,6 +1,7 @@
 """What the Overview page shows, read with indexed queries: active runs by state, runs
 finished in the last hour, due-to-start lateness of the last hour by tenant and resource
-class, leases that have passed, stale-fence rejections and effects in `uncertain`."""
+class, leases that have passed and that expired in the last hour, effects in `uncertain`;
+and this process's counters (expired leases, stale-fence rejections) since it started."""
 
 import math
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from django.db.models import Count
 
 from effects.models import EffectIntent, EffectState
 from runs.metrics import counter_total
-from runs.models import ACTIVE_STATES, Run, RunState, Trigger
+from runs.models import ACTIVE_STATES, Attempt, AttemptState, Run, RunState, Trigger
 from schedules.models import Tenant
 
 WINDOW = timedelta(hours=1)
@@ -102,6 +103,10 @@ def health(now) -> dict:
     return {
         # Running runs whose lease has passed, not yet swept (the partial lease index).
         "leases_passed": Run.objects.filter(state=RunState.RUNNING, lease_expires_at__lt=now).count(),
+        # Attempts the sweeper expired in the last hour, whichever process swept them (attempt_expired_idx).
+        "expired_leases_last_hour": Attempt.objects.filter(
+            state=AttemptState.EXPIRED, finished_at__gte=now - WINDOW, finished_at__lte=now
+        ).count(),
         "expired_leases_total": counter_total("scheduler_expired_leases"),
         "stale_rejections_total": counter_total("scheduler_stale_fence_rejections"),
         "uncertain_effects": EffectIntent.objects.filter(state=EffectState.UNCERTAIN).count(),

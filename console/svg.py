@@ -1,7 +1,9 @@
-"""Server-rendered SVG: the per-minute bar chart of the next 24 hours and a run timeline.
-Each bar carries its minute, class and count as data attributes, so a test (or a person's
-tooltip) reads exactly what was drawn."""
+"""Server-rendered SVG: the per-minute bar chart of the next 24 hours with the live slots
+per class as lines, the forecast start lateness p99 per minute, and a run timeline. Each
+bar, line and point carries its minute, class and value as data attributes, so a test (or a
+person's tooltip) reads exactly what was drawn."""
 
+import math
 from datetime import timedelta
 
 from django.utils.html import format_html
@@ -14,9 +16,12 @@ BAR_WIDTH = 1  # one pixel per minute: 1440 px for the day
 LEFT = 40
 
 
-def forecast_chart(forecast) -> str:
+def forecast_chart(forecast, live_slots: dict[str, int]) -> str:
+    """Bars: occurrences due per minute, stacked by class. Lines: each class's live slots now,
+    on the same scale (a minute's wave of short runs fits if its bar stays under the line)."""
     totals = forecast.totals()
-    peak = max(totals) or 1
+    live_slots = {rc: n for rc, n in live_slots.items() if n}
+    peak = max(totals + list(live_slots.values())) or 1
     parts = [_axes(forecast, peak, len(totals))]
     base = [0.0] * len(totals)
     for resource_class in sorted(forecast.per_class):
@@ -34,10 +39,61 @@ def forecast_chart(forecast) -> str:
                 resource_class, count, at.strftime("%H:%M"), resource_class, count,
             ))
             base[minute] += height
+    for resource_class, slots in sorted(live_slots.items()):
+        y = CHART_HEIGHT - slots * CHART_HEIGHT / peak
+        parts.append(format_html(
+            '<line class="live-slots" x1="{}" x2="{}" y1="{}" y2="{}" stroke="{}" stroke-width="2" '
+            'stroke-dasharray="6 3" data-class="{}" data-slots="{}"><title>{}: {} live slots</title></line>',
+            LEFT, LEFT + len(totals) * BAR_WIDTH, f"{y:.3f}", f"{y:.3f}", CLASS_COLORS.get(resource_class, OTHER_COLOR),
+            resource_class, slots, resource_class, slots,
+        ))
     width = LEFT + len(totals) * BAR_WIDTH + 10
     return mark_safe(
         f'<svg id="forecast-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{CHART_HEIGHT + 30}" '
         f'data-peak="{peak}" role="img" aria-label="occurrences due per minute">{"".join(parts)}</svg>'
+    )
+
+
+LATENESS_HEIGHT = 120
+
+
+def lateness_chart(forecast, capacity) -> str:
+    """The forecast p99 start lateness of each minute with occurrences due, a line per class,
+    against the objective (dashed). A minute that would never start (no live slots) is drawn
+    at the top, its value `inf`."""
+    finite = [v for points in capacity.p99.values() for v in points.values() if not math.isinf(v)]
+    top = max(finite + [capacity.objective]) * 1.1
+    minutes = len(forecast.totals())
+
+    def y(seconds: float) -> float:
+        return LATENESS_HEIGHT - min(seconds, top) * LATENESS_HEIGHT / top
+
+    objective_y = f"{y(capacity.objective):.3f}"
+    parts = [
+        f'<line x1="{LEFT}" y1="{LATENESS_HEIGHT}" x2="{LEFT + minutes}" y2="{LATENESS_HEIGHT}" stroke="#999"/>',
+        f'<line class="objective" x1="{LEFT}" x2="{LEFT + minutes}" y1="{objective_y}" y2="{objective_y}" '
+        f'stroke="#e53e3e" stroke-dasharray="4 3"/>',
+        f'<text x="0" y="10" font-size="10">{top:.0f} s</text><text x="{LEFT + 4}" y="{y(capacity.objective) - 3:.3f}" '
+        f'font-size="10" fill="#e53e3e">objective {capacity.objective:g} s</text>',
+    ]
+    for resource_class, points in sorted(capacity.p99.items()):
+        color = CLASS_COLORS.get(resource_class, OTHER_COLOR)
+        ordered = sorted(points.items())
+        path = " ".join(f"{LEFT + m * BAR_WIDTH},{y(v):.3f}" for m, v in ordered)
+        parts.append(format_html('<polyline class="p99-line" points="{}" fill="none" stroke="{}" data-class="{}"/>',
+                                 path, color, resource_class))
+        for minute, seconds in ordered:
+            at = forecast.start + timedelta(minutes=minute)
+            parts.append(format_html(
+                '<circle class="p99" cx="{}" cy="{}" r="2" fill="{}" data-minute="{}" data-class="{}" '
+                'data-p99="{}"><title>{} UTC {}: p99 {} s</title></circle>',
+                LEFT + minute * BAR_WIDTH, f"{y(seconds):.3f}", color, at.strftime("%Y-%m-%dT%H:%MZ"), resource_class,
+                f"{seconds:g}", at.strftime("%H:%M"), resource_class, f"{seconds:g}",
+            ))
+    return mark_safe(
+        f'<svg id="lateness-chart" xmlns="http://www.w3.org/2000/svg" width="{LEFT + minutes + 10}" '
+        f'height="{LATENESS_HEIGHT + 10}" role="img" aria-label="forecast start lateness p99 per minute">'
+        f'{"".join(parts)}</svg>'
     )
 
 

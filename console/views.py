@@ -12,9 +12,9 @@ from django.views.decorators.http import require_POST
 
 from console import filters
 from console.access import act, actor, staff_only
-from console.forecast import next_24_hours
+from console.forecast import capacity_next_24_hours, next_24_hours
 from console.overview import health, lateness_by_tenant_and_class, state_counts
-from console.svg import CLASS_COLORS, forecast_chart
+from console.svg import CLASS_COLORS, forecast_chart, lateness_chart
 from effects.delivery import effect_resolve
 from effects.models import EffectIntent, EffectState
 from scheduler_project.clock import authority_now
@@ -41,11 +41,14 @@ def overview(request):
 @staff_only
 def next_day(request):
     forecast = next_24_hours(authority_now())
+    capacity = capacity_next_24_hours(forecast.start)
     totals = forecast.totals()
     busiest = sorted((-count, minute) for minute, count in enumerate(totals) if count)[:10]
     context = {
         "forecast": forecast,
-        "chart": forecast_chart(forecast),
+        "capacity": capacity,
+        "chart": forecast_chart(forecast, capacity.live_slots),
+        "lateness_chart": lateness_chart(forecast, capacity),
         "colors": [(name, CLASS_COLORS.get(name, "#4a5568"), sum(counts)) for name, counts in sorted(forecast.per_class.items())],
         "busiest": [(forecast.start + timedelta(minutes=minute), -count) for count, minute in busiest],
         "total": forecast.total(),

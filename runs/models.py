@@ -138,6 +138,9 @@ class Run(models.Model):
             models.Index(fields=["schedule", "-scheduled_at", "-id"], name="run_history_idx"),
             # GET /runs pages a tenant's history across its schedules in this order.
             models.Index(fields=["tenant", "-scheduled_at", "-id"], name="run_tenant_history_idx"),
+            # The same history narrowed to one state (the console's and GET /runs' state filter):
+            # a rare state (failed) is read directly, not found by walking the whole history.
+            models.Index(fields=["tenant", "state", "-scheduled_at", "-id"], name="run_tenant_state_idx"),
             models.Index(
                 fields=["tenant", "due_at", "id"],
                 name="run_claimable_idx",
@@ -213,6 +216,10 @@ class Attempt(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "number"], name="attempt_number_unique"),
             models.UniqueConstraint(fields=["run", "fence"], name="attempt_fence_unique"),
+        ]
+        indexes = [
+            # Leases that expired lately (the console's overview), without reading every attempt.
+            models.Index(fields=["finished_at"], name="attempt_expired_idx", condition=Q(state="expired")),
         ]
 
     def __str__(self):

@@ -46,15 +46,19 @@ class CleanupStats(Counts):
     request_keys_deleted: int = 0
 
 
-def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHES_PER_PASS) -> CleanupStats:
+def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHES_PER_PASS,
+                 advance=None) -> CleanupStats:
     """Objects first (so run history can follow), then run history, then request keys.
-    Each step works batch by batch and stops after ``max_batches``: a pass is bounded."""
+    Each step works batch by batch and stops after ``max_batches``: a pass is bounded.
+    ``advance(n)``, if given, is told the rows each batch removed (a progress bar)."""
     batch_size = batch_size or settings.CLEANUP_BATCH_SIZE
     total = CleanupStats()
     for step in (collect_objects, expire_run_history, expire_request_keys):
         for _ in range(max_batches):
             stats = step(batch_size=batch_size)
             total.add(stats)
+            if advance is not None:
+                advance(stats.objects_deleted + stats.runs_deleted + stats.request_keys_deleted)
             if not _worked(stats, batch_size):
                 break
     return total

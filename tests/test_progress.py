@@ -3,6 +3,7 @@
 import logging
 import os
 import pty
+import select
 import threading
 
 import pytest
@@ -35,7 +36,11 @@ def test_progress__a_bar_with_counts_and_rate_on_a_terminal():
             assert terminal.isatty()
             with progress("objects", total=4, stream=terminal) as advance:
                 advance(4)
-        drawn = os.read(leader, 65536).decode(errors="replace")
+        drawn = b""
+        # A pty hands back one write at a time: read until nothing more is waiting.
+        while select.select([leader], [], [], 0.2)[0]:
+            drawn += os.read(leader, 65536)
+        drawn = drawn.decode(errors="replace")
     finally:
         os.close(leader)
         os.close(follower)
@@ -51,3 +56,20 @@ def test_verify_integrity__logs_progress_of_the_store_check_off_a_terminal(tenan
         call_command("verify_integrity", "--json")
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["result objects checked in the store: 1/1 done"]
     assert capsys.readouterr().out.startswith("{")  # the report alone on stdout
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("file_objects")
+def test_cleanup_once__logs_progress_of_what_it_removed_off_a_terminal(tenant, caplog, capsys):
+    from tests.runs.test_retention import finished_days_ago, published
+    from tests.authority_steps import report_schedule
+
+    schedule = report_schedule(tenant)
+    for index in range(2):
+        finished_days_ago(published(schedule, f"r{index}".encode()), 40)
+    with caplog.at_level(logging.INFO, logger="scheduler.progress"):
+        call_command("cleanup", "--once")
+    # Two result objects deleted, then their two runs.
+    assert [r.getMessage().split(" (")[0] for r in caplog.records if r.name == "scheduler.progress"] == [
+        "cleanup: objects, runs and request keys removed: 4 done"]
+    assert capsys.readouterr().out.startswith("cleanup: ")  # the pass's summary alone on stdout

@@ -7,6 +7,7 @@ from selenium.webdriver.common.by import By
 
 from console.forecast import next_24_hours
 from effects.models import EffectIntent
+from runs.capacity.live import slots_report
 from scheduler_project.clock import authority_now
 from tests.console.browser import chromium_driver, click_and_wait, screenshot
 from tests.console.seed import lateness_of
@@ -46,6 +47,7 @@ def test_browser__overview_shows_the_lateness_in_the_database(browser, world, li
 
 
 def test_browser__next_24_hours_draws_one_bar_per_due_minute(browser, world, live_server):
+    slots_report("console-browser:1", {"short": 2}, ttl_seconds=600)  # a line at half the peak (4)
     browser.get(f"{live_server.url}/console/next-24-hours/")
     forecast = next_24_hours(authority_now())
     bars = browser.find_elements(By.CSS_SELECTOR, "#forecast-chart rect.bar")
@@ -63,6 +65,12 @@ def test_browser__next_24_hours_draws_one_bar_per_due_minute(browser, world, liv
     assert len(long_minutes) in (23, 24) and long_minutes <= short_minutes and all(m.endswith(":30Z") for m in long_minutes)
     assert sum(drawn.values()) == forecast.total() == len(short_minutes) * 3 + len(long_minutes)
     assert text_of(browser, "#forecast-total") == str(forecast.total())
+    line = browser.find_element(By.CSS_SELECTOR, '#forecast-chart line.live-slots[data-class="short"]')
+    assert line.get_attribute("data-slots") == "2"
+    chart_top = browser.find_element(By.ID, "forecast-chart").location["y"]
+    assert line.location["y"] - chart_top == pytest.approx(200 - 2 * 200 / 4, abs=2)  # where the browser drew it
+    points = browser.find_elements(By.CSS_SELECTOR, '#lateness-chart circle.p99[data-class="short"]')
+    assert len(points) == len(short_minutes) and points[-1].get_attribute("data-p99") == "5"
     screenshot(browser, "next-24-hours")
 
 

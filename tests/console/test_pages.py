@@ -11,6 +11,7 @@ from django.test import Client
 
 from console.forecast import MINUTES, next_24_hours
 from effects.models import EffectState
+from runs.capacity.live import slots_report
 from runs.models import Run, RunState, Trigger
 from schedules.models import Schedule
 from scheduler_project.clock import authority_now
@@ -70,6 +71,25 @@ def test_next_24_hours__one_bar_per_minute_with_the_rules_counts(world, staff_cl
         assert float(height) == pytest.approx(int(count) * 200 / 4, abs=0.01)  # peak: 3 short + 1 long at :30
     assert drawn == expected and len(drawn) >= 95 + 23
     assert f'id="forecast-total">{sum(expected.values())}<' in page
+
+
+def test_next_24_hours__live_slots_line_and_forecast_p99(world, staff_client, settings):
+    """2 live short slots: a dashed line at 2 on the bars' scale (peak 4: 3 short + 1 long);
+    each quarter hour's 3 short runs of 5 s (the default duration, no statistics yet) start
+    0, 0 and 5 s late: p99 5 s. No long slots: a long minute never starts (inf)."""
+    settings.CAPACITY_DEFAULT_DURATION_SECONDS = 5
+    slots_report("console-test:1", {"short": 2}, ttl_seconds=600)
+    page = staff_client.get("/console/next-24-hours/").content.decode()
+    lines = re.findall(r'<line class="live-slots" x1="\d+" x2="\d+" y1="([\d.]+)" y2="\1" [^>]*'
+                       r'data-class="(\w+)" data-slots="(\d+)"', page)
+    assert lines == [("100.000", "short", "2")]  # 200 px for 4 per minute
+    points = re.findall(r'<circle class="p99" [^>]*data-minute="([^"]+)" data-class="(\w+)" data-p99="([^"]+)"', page)
+    short = {minute: p99 for minute, rc, p99 in points if rc == "short"}
+    long_ = {minute: p99 for minute, rc, p99 in points if rc == "long"}
+    assert len(short) in (95, 96) and len(long_) in (23, 24)
+    # The first minute may meet the running runs' slots still busy (their expected end is now).
+    assert {p99 for minute, p99 in sorted(short.items())[1:]} == {"5"} and set(long_.values()) == {"inf"}
+    assert re.search(r'id="live-slots">Live slots: <span data-class="short">short <b>2</b>', page)
 
 
 def _cron_instants(cron, first, start):

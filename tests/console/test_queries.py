@@ -1,0 +1,88 @@
+"""What the console's figures read on a long history: the runs list filtered on a rare state
+reads run_tenant_state_idx (not the tenant's whole history), the overview's expired leases
+of the last hour read attempt_expired_idx (not every attempt)."""
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runs.models import Attempt, AttemptState, Run, RunState
+from scheduler_project.clock import authority_now
+from tests.authority_steps import create_schedule
+from tests.runs.test_due_scan import table_reads
+
+pytestmark = pytest.mark.django_db
+
+HISTORY = 3000
+ROWS_READ = "coalesce(idx_tup_fetch, 0) + seq_tup_read"
+
+
+@pytest.fixture
+def long_history(tenant):
+    """HISTORY canceled runs, each with an attempt; the 3 oldest runs failed, and 3 of the
+    attempts expired: one 2 hours ago, two in the last hour."""
+    schedule = create_schedule(tenant)
+    now = authority_now()
+    first = now - timedelta(days=30)
+    runs = Run.objects.bulk_create(
+        Run(schedule=schedule, tenant=tenant, revision=1, job_type="demo.sleep", resource_class="short",
+            state=RunState.FAILED if i < 3 else RunState.CANCELED, scheduled_at=first + timedelta(minutes=i),
+            due_at=first, created_at=first, finished_at=first + timedelta(minutes=i))
+        for i in range(HISTORY)
+    )
+    expired_at = {HISTORY - 1: now - timedelta(minutes=5), HISTORY - 2: now - timedelta(minutes=50),
+                  HISTORY - 3: now - timedelta(hours=2)}
+    Attempt.objects.bulk_create(
+        Attempt(run=run, number=1, fence=1, lease_seconds=60, started_at=run.scheduled_at,
+                lease_expires_at=run.scheduled_at, finished_at=expired_at.get(i, run.finished_at),
+                state=AttemptState.EXPIRED if i in expired_at else AttemptState.CANCELED)
+        for i, run in enumerate(runs)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_run")
+        cursor.execute("ANALYZE runs_attempt")
+    return runs
+
+
+def scans_of(sql: str, table: str) -> list[tuple[str, str | None]]:
+    """(node type, index) of every scan of `table` in the plan of `sql`."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    found, nodes = [], [plan[0]["Plan"]]
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(node.get("Plans", ()))
+        if node.get("Relation Name") == table:
+            found.append((node["Node Type"], node.get("Index Name")))
+    return found
+
+
+def captured(queries, table: str, pattern: str) -> str:
+    return next(q["sql"] for q in queries if f'FROM "{table}"' in q["sql"] and re.search(pattern, q["sql"]))
+
+
+def test_runs_list__a_rare_state__reads_the_tenant_state_index(long_history, staff_client):
+    before = table_reads("runs_run", ROWS_READ)
+    with CaptureQueriesContext(connection) as queries:
+        page = staff_client.get("/console/runs/", {"state": RunState.FAILED}).content.decode()
+    assert table_reads("runs_run", ROWS_READ) - before < 50  # the 3 failed runs, not 3,000
+    assert [run.id for run in reversed(long_history[:3])] == re.findall(r'href="/console/runs/(run_\w+)/"', page)
+    assert scans_of(captured(queries, "runs_run", r"ORDER BY .*scheduled_at. DESC"), "runs_run") == [
+        ("Index Scan", "run_tenant_state_idx")]
+
+
+def test_overview__expired_leases_of_the_last_hour_from_the_attempts_index(long_history, staff_client):
+    before = table_reads("runs_attempt", ROWS_READ)
+    with CaptureQueriesContext(connection) as queries:
+        page = staff_client.get("/console/").content.decode()
+    assert re.search(r'id="expired-leases-hour">.*?class="figure">2<', page, re.S)
+    assert "stale-fence rejections (since process start)" in page
+    assert table_reads("runs_attempt", ROWS_READ) - before < 50
+    scans = scans_of(captured(queries, "runs_attempt", r"expired"), "runs_attempt")
+    assert len(scans) == 1 and scans[0][1] == "attempt_expired_idx"
