@@ -84,6 +84,9 @@ class Run(models.Model):
         "runs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     holds_guard = models.BooleanField(default=False)
+    # A scheduled occurrence of a schedule with a start promise (startDeadlineSeconds): claims
+    # serve it first, and it may take the slots reserved for strict work (STRICT_RESERVED_SHARE).
+    strict = models.BooleanField(default=False, db_default=False)
     cancellation_requested = models.BooleanField(default=False)
     cancellation_accepted = models.BooleanField(default=False)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -141,9 +144,10 @@ class Run(models.Model):
             # The same history narrowed to one state (the console's and GET /runs' state filter):
             # a rare state (failed) is read directly, not found by walking the whole history.
             models.Index(fields=["tenant", "state", "-scheduled_at", "-id"], name="run_tenant_state_idx"),
+            # A tenant's claimable runs in claim order: strict first, then by due instant.
             models.Index(
-                fields=["tenant", "due_at", "id"],
-                name="run_claimable_idx",
+                fields=["tenant", "-strict", "due_at", "id"],
+                name="run_claimable_strict_idx",
                 condition=Q(state="queued"),
             ),
             # Pending runs that become claimable at due_at (overlap waiters wait for the guard).

@@ -27,6 +27,10 @@ def env_int(name, default):
     return int(os.environ.get(name, default))
 
 
+def env_float(name, default):
+    return float(os.environ.get(name, default))
+
+
 def env_sizes(name, default=""):
     """``short=16,long=1`` as ``{"short": 16, "long": 1}``."""
     return {key.strip(): int(value) for key, value in (item.split("=") for item in env_list(name, default))}
@@ -264,6 +268,12 @@ CAPACITY_REPORT_TTL_SECONDS = env_int("CAPACITY_REPORT_TTL_SECONDS", 30)
 # scheduler_required_slots looks this far ahead; admission checks a strict schedule's waves this far.
 CAPACITY_GAUGE_HORIZON_SECONDS = env_int("CAPACITY_GAUGE_HORIZON_SECONDS", 900)
 CAPACITY_ADMISSION_HORIZON_SECONDS = env_int("CAPACITY_ADMISSION_HORIZON_SECONDS", 86400)
+# Share of each resource class's live slots that only strict runs (of schedules with
+# startDeadlineSeconds) may take: ordinary runs are claimed only while the class's running
+# ordinary runs stay below (1 - share) x its live slots. 0 reserves nothing.
+STRICT_RESERVED_SHARE = env_float("STRICT_RESERVED_SHARE", 0.0)
+if not 0.0 <= STRICT_RESERVED_SHARE < 1.0:
+    raise ValueError("STRICT_RESERVED_SHARE must be at least 0 and below 1")
 
 # Failpoints for fault-injection tests; comma-separated names, empty in production.
 FAILPOINTS = frozenset(f for f in os.environ.get("SCHEDULER_FAILPOINTS", "").split(",") if f)

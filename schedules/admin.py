@@ -107,11 +107,12 @@ POLICIES = (
     "misfire_policy", "misfire_grace_seconds", "overlap_policy",
     "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds",
 )
+CAPACITY = ("start_deadline_seconds", "jitter_seconds")
 CONTROL = ("expected_revision", "previewed")
 SUMMARY = ("id", "tenant", "job_type", "revision", "paused")
 TIMES = ("zone", "next_run", "created", "updated", "paused_since", "deleted", "next_five_instants")
 VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
-             "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", "effects")
+             "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects")
 RECENT_RUNS = 20
 
 
@@ -140,6 +141,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                 (None, {"fields": ("tenant", "name", "job_type", "params")}),
                 ("Recurrence", {"fields": RECURRENCE}),
                 ("Policies", {"fields": POLICIES}),
+                ("Capacity", {"fields": CAPACITY}),
                 ("Effects", {"fields": ("effects", *CONTROL)}),
             ]
         if self.has_change_permission(request, obj):
@@ -147,6 +149,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                 (None, {"fields": (*SUMMARY, "name", "params")}),
                 ("Recurrence", {"fields": RECURRENCE}),
                 ("Policies", {"fields": POLICIES}),
+                ("Capacity", {"fields": CAPACITY}),
                 ("Effects", {"fields": ("effects", *CONTROL)}),
             ]
         else:

@@ -1,7 +1,7 @@
 """The admin's schedule form. An operator's create or edit is the API's request: the same
 body validation (scheduler_project/http/schedule_requests.py) and the same services
 (schedule_create, schedule_update), recorded on the revision as written by the admin. Their
-errors are form errors. A rule is saved only after its next five instants were shown."""
+errors are form errors, and a strict start promise passes the API's admission. A rule is saved only after its next five instants were shown."""
 
 import json
 from datetime import datetime
@@ -13,7 +13,8 @@ from schedules.models import AuthorKind, JobType, MisfirePolicy, OverlapPolicy, 
 from schedules.services import schedule_create, schedule_preview, schedule_update
 from schedules.specs import DEFAULT_POLICIES
 from scheduler_project.clock import instant
-from scheduler_project.errors import DomainError, JobTypeForbidden, QuotaExceeded
+from runs.capacity.admission import admit_start_deadline
+from scheduler_project.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
 from scheduler_project.http.schedule_requests import preview_arguments, schedule_changes, schedule_spec
 
 PREVIEW_COUNT = 5
@@ -34,6 +35,8 @@ BODY_KEYS = {
     "misfire_grace_seconds": "misfireGraceSeconds",
     "overlap_policy": "overlapPolicy",
     "effects": "effects",
+    "start_deadline_seconds": "startDeadlineSeconds",
+    "jitter_seconds": "jitterSeconds",
 }
 # The form field showing an error of a request field (its dotted path, or a prefix of it).
 FORM_FIELD_OF = {
@@ -112,6 +115,14 @@ class ScheduleForm(forms.ModelForm):
         required=False, initial=dict,
         help_text='e.g. {"email": {"to": ["ops@example.com"]}, "webhook": {"url": "https://hooks.example.com/x"}}',
     )
+    start_deadline_seconds = forms.IntegerField(
+        required=False, label="Start deadline (seconds)",
+        help_text="A strict start promise: each run starts within this many seconds of its due instant at p99. "
+                  "Checked against the capacity forecast (admission), as the API does. Empty: ordinary.",
+    )
+    jitter_seconds = forms.IntegerField(
+        required=False, initial=0, help_text="Each occurrence is due a fixed offset of 0 to this many seconds late.",
+    )
     # The revision this edit applies to, and the rule whose instants were last shown.
     expected_revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
     previewed = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -155,6 +166,8 @@ class ScheduleForm(forms.ModelForm):
         for field in ("params", "effects"):
             if field in changed and values.get(field) is None:
                 body[BODY_KEYS[field]] = {}  # an emptied box clears them
+        if "start_deadline_seconds" in changed and values.get("start_deadline_seconds") is None:
+            body["startDeadlineSeconds"] = None  # an emptied box removes the promise
         if changed & set(RECURRENCE_FIELDS):
             body["recurrence"] = recurrence_body(values)
         retry = {key: values[field] for field, key in RETRY_KEYS.items() if field in changed and values.get(field) is not None}
@@ -172,7 +185,9 @@ class ScheduleForm(forms.ModelForm):
 
     def _save(self, spec) -> None:
         if not self.editing:
-            self.instance, _ = schedule_create(tenant=self.cleaned_data["tenant"], spec=spec, author_kind=AuthorKind.ADMIN)
+            self.instance, _ = schedule_create(
+                tenant=self.cleaned_data["tenant"], spec=spec, author_kind=AuthorKind.ADMIN, admit=admit_start_deadline
+            )
             return
         self.instance = schedule_update(
             tenant=self.instance.tenant,
@@ -180,6 +195,7 @@ class ScheduleForm(forms.ModelForm):
             expected_revision=self.cleaned_data.get("expected_revision") or self.instance.revision,
             changes=spec,
             author_kind=AuthorKind.ADMIN,
+            admit=admit_start_deadline,  # the API's admission of a strict start promise
         )
 
     def _add_domain_error(self, exc: DomainError) -> None:
@@ -191,4 +207,6 @@ class ScheduleForm(forms.ModelForm):
             target = "job_type"
         elif isinstance(exc, QuotaExceeded):
             target = "tenant"
+        elif isinstance(exc, DeadlineInfeasible):
+            target = "start_deadline_seconds"
         self.add_error(target if target in self.fields else None, exc.message)

@@ -3,12 +3,13 @@ allocates a new fence and starts an attempt under a lease."""
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
 from schedules.models import Schedule, Tenant
 from runs.authority.transitions import clamp_lease, lease_until
 from runs import metrics
+from runs.authority.reserve import Reserve
 from runs.authority.sql import bulk_set, running_count
 from scheduler_project.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
@@ -41,7 +42,9 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     active-run limit holds exactly. The first round waits for its tenant locks, taken in id
     order; later rounds skip tenants locked by another claimer (which is serving them), so
     claimers never wait on each other in a cycle. Runs and schedules are taken with SKIP
-    LOCKED: a claim never waits on a scanner or a completion.
+    LOCKED: a claim never waits on a scanner or a completion. Within a tenant's slots strict
+    runs come first, and ordinary ones stop at the capacity reserved for strict work
+    (runs.authority.reserve).
 
     ``job_types``, when given, are the job types the caller has code for: runs of any other
     type stay queued for a process that has it (mixed deployments during a rollout; see
@@ -49,10 +52,12 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     """
     classes = list(resource_classes or settings.RESOURCE_CLASSES)
     claimed: list[Run] = []
+    reserve = Reserve(classes)
     with transaction.atomic(durable=True):
-        loads = _tenant_loads(classes, job_types)
+        loads = _tenant_loads(classes, reserve, job_types)
         if not loads:
             return []
+        reserve.lock_open_classes()  # before any tenant lock: claimers lock in one order
         locked: set[str] = set()
         exhausted: set[str] = set()
         for round_number in range(CLAIM_ROUNDS):
@@ -64,18 +69,21 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
                 break
             newly = _lock_tenants(sorted(set(shares) - locked), skip_locked=round_number > 0)
             locked |= newly
-            recount = Tenant.objects.filter(id__in=newly).annotate(n=running_count()).values_list("id", "n")
-            for tenant_id, count in recount:
-                load = loads[tenant_id]  # the exact count, now that claims of this tenant wait for us
-                loads[tenant_id] = TenantLoad(tenant_id, load.weight, count, load.max_running)
+            counts = reserve.running_annotations()
+            recount = Tenant.objects.filter(id__in=newly).annotate(n=running_count(), **counts)
+            for row in recount.values("id", "n", *counts):
+                tenant_id, load = row["id"], loads[row["id"]]
+                # The exact counts, now that claims of this tenant (and of the locked classes) wait for us.
+                loads[tenant_id] = TenantLoad(tenant_id, load.weight, row["n"], load.max_running)
+                reserve.read_recount_row(row)
             for tenant_id, share in shares.items():
                 load = loads[tenant_id]
                 share = min(share, load.max_running - load.running)
                 if tenant_id not in locked or share <= 0:
                     exhausted.add(tenant_id)
                     continue
-                got = _claim_for_tenant(tenant_id, share, _claimable(classes, job_types), worker_token,
-                                        worker_label, lease_seconds)
+                got = _claim_for_tenant(tenant_id, share, _claimable(classes, job_types), reserve,
+                                        (worker_token, worker_label, lease_seconds))
                 claimed.extend(got)
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, load.running + len(got), load.max_running)
                 if len(got) < share:
@@ -94,17 +102,23 @@ def _claimable(classes: list[str], job_types=None):
     return claimable if job_types is None else claimable.filter(job_type__in=list(job_types))
 
 
-def _tenant_loads(classes: list[str], job_types=None) -> dict[str, TenantLoad]:
+def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> dict[str, TenantLoad]:
     """Tenants with claimable work in ``classes`` (of ``job_types``) and their unlocked running
-    counts, the tenant with the oldest waiting run first (allocation breaks ties in this order)."""
-    claimable = _claimable(classes, job_types)
-    tenants = Tenant.objects.annotate(
-        oldest=Subquery(claimable.filter(tenant=OuterRef("pk")).order_by("due_at").values("due_at")[:1]),
+    counts, those with a strict run waiting first, then the tenant whose first run in claim
+    order is the oldest (allocation breaks ties in this order). The reserve reads its
+    classes' figures from the same statement."""
+    first = _claimable(classes, job_types).filter(tenant=OuterRef("pk")).order_by("-strict", "due_at")
+    tenants = list(Tenant.objects.annotate(
+        oldest=Subquery(first.values("due_at")[:1]),
+        urgent=Subquery(first.values("strict")[:1]),
         running=running_count(),
-    ).filter(oldest__isnull=False)
+        **reserve.live_annotations(),
+    ).filter(oldest__isnull=False))
+    if tenants:
+        reserve.read_loads_row(tenants[0])
     return {
         t.id: TenantLoad(t.id, t.weight, t.running, t.max_active_runs)
-        for t in sorted(tenants, key=lambda t: (t.oldest, t.id))
+        for t in sorted(tenants, key=lambda t: (not t.urgent, t.oldest, t.id))
     }
 
 
@@ -125,12 +139,15 @@ def _lock_tenants(tenant_ids: list[str], *, skip_locked: bool) -> set[str]:
     return set(rows.values_list("id", flat=True))
 
 
-def _claim_for_tenant(tenant_id, share, claimable, worker_token, worker_label, lease_seconds) -> list[Run]:
-    candidates = list(
-        claimable.filter(tenant_id=tenant_id)
-        .order_by("due_at", "id")
-        .select_for_update(skip_locked=True)[:share]
-    )
+def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker) -> list[Run]:
+    """Up to ``share`` of the tenant's ``claimable`` runs, strict ones first, then by due
+    instant; ordinary ones only as far as the reserve leaves room. ``worker``: (token,
+    label, lease seconds)."""
+    queued = claimable.filter(tenant_id=tenant_id)
+    closed = reserve.closed()
+    if closed:
+        queued = queued.filter(Q(strict=True) | ~Q(resource_class__in=closed))
+    candidates = list(queued.order_by("-strict", "due_at", "id").select_for_update(skip_locked=True)[:share])
     if not candidates:
         return []
     schedules = {
@@ -150,12 +167,14 @@ def _claim_for_tenant(tenant_id, share, claimable, worker_token, worker_label, l
             run.state, run.pending_reason = RunState.PENDING, PendingReason.OVERLAP
             blocked.append(run)
             continue
+        if not reserve.take(run):
+            continue  # ordinary, and its class's unreserved slots are taken by now
         if takes_guard(policy):
             if schedule.active_run_id is None:
                 schedule.active_run_id = run.id
                 guarded[schedule.id] = schedule
             run.holds_guard = True
-        attempts.append(_start_attempt(run, now, worker_token, worker_label, lease_seconds))
+        attempts.append(_start_attempt(run, now, *worker))
         run.schedule = schedule  # the worker reads its rule (timezone); it is loaded already
         claimed.append(run)
     Attempt.objects.bulk_create(attempts)

@@ -36,6 +36,7 @@ class MaterializeStats(Counts):
 MATERIALIZE_FIELDS = (
     "id", "tenant_id", "job_type_id", "recurrence", "revision", "misfire_policy", "misfire_grace_seconds",
     "overlap_policy", "next_run_at", "active_run_id", "resume_from", "jitter_seconds",
+    "start_deadline_seconds",
 )
 
 
@@ -190,6 +191,8 @@ def _run_base(schedule: DueSchedule | Schedule, payload: dict, now) -> dict:
         "resource_class": payload["resourceClass"],
         "max_attempts": payload["retry"]["maxAttempts"],
         "created_at": now,
+        # Its start promise: claims serve it first and it may take the reserved slots.
+        "strict": schedule.start_deadline_seconds is not None,
     }
 
 

@@ -9,6 +9,7 @@ id, so a suggested jitter holds for the schedule created with it."""
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 
 from runs.capacity.demand import Source, occurrences_due, rule_instants
 from runs.capacity.forecast import class_work, expected_durations
@@ -17,6 +18,7 @@ from runs.capacity.waves import Arrival, Lateness, fewest, simulate
 from scheduler_project.clock import authority_now, instant as instant_text
 from scheduler_project.errors import DeadlineInfeasible
 
+ADMISSION_LOCK_SPACE = 17_002  # first key of pg_advisory_xact_lock(int, int); the reserve's is 17_001
 MAX_CHECKED_INSTANTS = 100
 JITTER_LADDER = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 PROBE = "probe"
@@ -26,12 +28,14 @@ PROBE_BUDGET = 5000  # probes per simulation over all instants checked; each ins
 def admit_start_deadline(*, schedule, job_type, payload: dict, rule) -> None:
     """Raise DeadlineInfeasible when `schedule` as `payload` describes it would miss its
     start deadline at p99; nothing to check for an ordinary schedule. The schedule services
-    call it (their `admit`) under their lock, before anything is written."""
+    call it (their `admit`) under their lock, before anything is written; strict admissions
+    of every tenant take turns (serialize_admissions) until the caller's transaction ends."""
     schedule_id, tenant_id = schedule.id, schedule.tenant_id
     deadline = payload.get("startDeadlineSeconds")
     if not deadline or rule.kind == "after_completion":
         return
     jitter = payload.get("jitterSeconds") or 0
+    serialize_admissions()
     start = authority_now()
     instants = rule_instants(rule, start, start + timedelta(seconds=settings.CAPACITY_ADMISSION_HORIZON_SECONDS))
     instants = instants[:MAX_CHECKED_INSTANTS]
@@ -77,6 +81,17 @@ def admit_start_deadline(*, schedule, job_type, payload: dict, rule) -> None:
             "suggestedJitterSeconds": suggested,
         },
     )
+
+
+def serialize_admissions() -> None:
+    """Strict admissions take turns across every tenant, until the admitting transaction ends:
+    the forecast read next sees every strict schedule admitted before (committed), so two
+    promises that each fit alone but not together are never both admitted. A transaction-level
+    advisory lock: safe behind PgBouncer's transaction pooling. Taken after the service's
+    tenant or schedule lock; nothing holding it waits for a tenant or schedule lock."""
+    if connection.vendor == "postgresql":  # the embedded SQLite has one writer at a time
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, 0)", [ADMISSION_LOCK_SPACE])
 
 
 def _offsets(jitter_seconds: int, most: int) -> list[int]:

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from runs.capacity.live import slots_report
 from runs.models import Run
 from schedules.models import AuthorKind, Schedule
 from tests.api.conftest import create_schedule, run_once
@@ -318,3 +319,30 @@ def test_admin_add__after_completion_preview_says_what_the_delay_means(admin_cli
 def test_admin_run_list__scheduled_time_in_the_schedules_zone(admin_client, client):
     run_once(client, create_schedule(client)["scheduleId"])
     assert b"(America/New_York)</td>" in admin_client.get("/admin/runs/run/").content
+
+
+def test_admin_add_and_edit__strict_promise_passes_the_apis_admission(admin_client, client, tenant):
+    for i in range(40):  # 40 five-second runs at 09:00 on 10 slots: a strict newcomer starts at 20 s
+        create_schedule(client, name=f"wave-{i}", recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})
+    slots_report("worker:test:1", {"short": 10})
+    strict = {"cron": "0 9 * * *", "timezone": "UTC", "name": "strict"}
+
+    first = admin_client.post(ADD_URL, add_form(tenant, **strict, start_deadline_seconds="10"))
+    errors = form_errors(admin_client.post(ADD_URL, change_form(first)))
+    assert list(errors) == ["start_deadline_seconds"] and "cannot start this schedule within 10 s" in errors[
+        "start_deadline_seconds"][0]
+    assert not Schedule.objects.filter(name="strict").exists()
+
+    first = admin_client.post(ADD_URL, add_form(tenant, **strict, start_deadline_seconds="30"))
+    saved = admin_client.post(ADD_URL, change_form(first))
+    assert saved.status_code == 302, form_errors(saved)
+    schedule = Schedule.objects.get(name="strict")
+    assert (schedule.start_deadline_seconds, schedule.revision) == (30, 1)
+
+    page = admin_client.get(change_url(schedule.id))
+    errors = form_errors(admin_client.post(change_url(schedule.id), {**change_form(page), "start_deadline_seconds": "5"}))
+    assert list(errors) == ["start_deadline_seconds"]
+    assert Schedule.objects.get(pk=schedule.id).revision == 1
+    cleared = admin_client.post(change_url(schedule.id), {**change_form(page), "start_deadline_seconds": ""})
+    assert cleared.status_code == 302, form_errors(cleared)
+    assert Schedule.objects.get(pk=schedule.id).start_deadline_seconds is None

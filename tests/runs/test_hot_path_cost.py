@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs import authority
+from runs.capacity.live import slots_report
 from tests.authority_steps import create_schedule, make_due
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
@@ -88,3 +89,22 @@ def test_hot_path__a_batch_costs_the_same_statements_as_one_run(tenant):
 
     assert len(runs) == BATCH and {a.state for a in answers} == {"succeeded"}
     assert (cost(claim), cost(stage), cost(complete)) == (BATCH_CLAIM, BATCH_STAGE, BATCH_COMPLETE)
+
+
+# A batch claim in a class with capacity reserved for strict runs (STRICT_RESERVED_SHARE) and
+# room left for ordinary ones: one statement more, the class's advisory lock (the live slots
+# and running counts ride on the tenant-loads and recount statements).
+RESERVED_BATCH_CLAIM = (10, 1)
+
+
+def test_hot_path__a_batch_claim_under_a_strict_reserve_costs_one_statement_more(tenant, settings):
+    settings.STRICT_RESERVED_SHARE = 0.2
+    slots_report("worker:test:1", {"short": 100})
+    for i in range(BATCH):
+        make_due(create_schedule(tenant, name=f"b{i}", overlapPolicy="allow"))
+    authority.materialize_due()
+
+    with CaptureQueriesContext(connection) as claim:
+        runs = authority.claim_many(n=BATCH, worker_label="w")
+
+    assert len(runs) == BATCH and cost(claim) == RESERVED_BATCH_CLAIM

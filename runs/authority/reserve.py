@@ -1,0 +1,109 @@
+"""Capacity reserved for strict runs (STRICT_RESERVED_SHARE). In a resource class whose
+workers report live slots, ordinary runs are claimed only while fewer than
+floor((1 - share) x live slots) ordinary runs of the class are running; strict runs (of
+schedules with startDeadlineSeconds) may take any slot. Without live slots reported, a
+class reserves nothing.
+
+Cost on the claim path: the live slots and running ordinary runs of each class ride on the
+claim's existing statements (the tenant loads, the tenant recount) as uncorrelated
+subqueries, evaluated once per statement. The one statement the reserve adds: a claimer that
+may take ordinary runs of a class with room left locks that class (a transaction-level
+advisory lock, taken before any tenant lock), and acts on the count of the recount read after
+it, so claimers racing for the last ordinary slots of a class take turns and never overshoot.
+A class at its ordinary cap is not locked: its ordinary runs are left for a later claim. With
+STRICT_RESERVED_SHARE = 0 (the default), or no live slots reported, nothing changes.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, IntegerField, Subquery, Sum, Value
+from django.db.models.functions import Coalesce, Now
+
+from runs.models import Run, RunState, WorkerSlots
+
+LOCK_SPACE = 17_001  # first key of pg_advisory_xact_lock(int, int): the reserve's class locks
+
+
+class Reserve:
+    """Ordinary headroom per resource class for one claim transaction."""
+
+    def __init__(self, classes: list[str], share: float | None = None):
+        self.share = settings.STRICT_RESERVED_SHARE if share is None else share
+        self.classes = list(classes) if self.share > 0 else []
+        self.caps: dict[str, int] = {}  # class -> most ordinary runs running at once
+        self.running: dict[str, int] = {}  # class -> ordinary runs running
+        self.locked: set[str] = set()
+        self.exact = False  # running was read after the class locks
+
+    def live_annotations(self) -> dict:
+        """Annotations of the tenant-loads query: each class's live slots and running ordinary runs."""
+        annotations = {}
+        for i, rc in enumerate(self.classes):
+            slots = WorkerSlots.objects.filter(resource_class=rc, expires_at__gt=Now()).order_by()
+            annotations[f"reserve_live_{i}"] = _scalar(slots.values("resource_class").annotate(v=Sum("slots")))
+        return {**annotations, **self.running_annotations()}
+
+    def running_annotations(self) -> dict:
+        """Annotations of a tenant query: each class's running ordinary runs."""
+        annotations = {}
+        for i, rc in enumerate(self.classes):
+            running = Run.objects.filter(state=RunState.RUNNING, strict=False, resource_class=rc).order_by()
+            annotations[f"reserve_running_{i}"] = _scalar(running.values("resource_class").annotate(v=Count("pk")))
+        return annotations
+
+    def read_loads_row(self, row) -> None:
+        """Caps and (unlocked) running counts from a row of the tenant-loads query."""
+        for i, rc in enumerate(self.classes):
+            live = getattr(row, f"reserve_live_{i}")
+            if live > 0:
+                self.caps[rc] = math.floor((1 - self.share) * live + 1e-9)
+                self.running[rc] = getattr(row, f"reserve_running_{i}")
+
+    def read_recount_row(self, row: dict) -> None:
+        """Running counts read after the class locks (and this transaction's own claims)."""
+        for i, rc in enumerate(self.classes):
+            if rc in self.caps:
+                self.running[rc] = row[f"reserve_running_{i}"]
+        self.exact = True
+
+    def lock_open_classes(self) -> None:
+        """Lock the classes with a reserve where ordinary runs may still be claimed, in one
+        order. A class at its cap is left unlocked: this claim takes only its strict runs."""
+        opened = sorted(rc for rc, cap in self.caps.items() if self.running[rc] < cap)
+        if not opened:
+            return
+        if connection.vendor == "postgresql":  # the embedded SQLite has one writer at a time
+            keys = [zlib.crc32(rc.encode()) & 0x7FFFFFFF for rc in opened]
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_advisory_xact_lock(%s, k) FROM (SELECT unnest(%s::int[]) AS k ORDER BY 1) AS keys",
+                    [LOCK_SPACE, sorted(keys)],
+                )
+        self.locked.update(opened)
+
+    def closed(self) -> list[str]:
+        """Classes whose ordinary runs this claim may not take."""
+        return [rc for rc in self.caps if not self.may_take(rc)]
+
+    def may_take(self, rc: str) -> bool:
+        if rc not in self.caps:
+            return True
+        return self.exact and rc in self.locked and self.running[rc] < self.caps[rc]
+
+    def take(self, run: Run) -> bool:
+        """Whether `run` may start now; counts an ordinary one against its class."""
+        if run.strict or run.resource_class not in self.caps:
+            return True
+        if not self.may_take(run.resource_class):
+            return False
+        self.running[run.resource_class] += 1
+        return True
+
+
+def _scalar(query):
+    return Coalesce(Subquery(query.values("v")[:1]), Value(0), output_field=IntegerField())
