@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from console import filters
 from console.access import act, actor, staff_only
-from console.forecast import capacity_next_24_hours, next_24_hours
+from console.forecast import next_24_hours
 from console.overview import health, lateness_by_tenant_and_class, state_counts
 from console.svg import CLASS_COLORS, forecast_chart, lateness_chart
 from effects.delivery import effect_resolve
@@ -41,7 +41,7 @@ def overview(request):
 @staff_only
 def next_day(request):
     forecast = next_24_hours(authority_now())
-    capacity = capacity_next_24_hours(forecast.start)
+    capacity = forecast.capacity
     totals = forecast.totals()
     busiest = sorted((-count, minute) for minute, count in enumerate(totals) if count)[:10]
     context = {

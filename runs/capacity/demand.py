@@ -1,12 +1,26 @@
-"""Demand: the occurrences the schedules' rules make due in a range, computed from the
-rules without materializing anything. Schedules that share a rule (the 09:00 wave of
-thousands of schedules) are resolved once; jittered ones get their own due instants."""
+"""Demand: the occurrences due in a range, computed from the schedules' rules without
+materializing anything, plus the occurrences already materialized and due in it. One
+definition for the capacity forecast (GET /api/v1/capacity/forecast, admission) and the
+console's Next 24 hours.
 
+A live schedule (not deleted, not paused: a paused one has no next instant) contributes
+its rule's instants from its next instant (`next_run_at`, the first not yet materialized)
+on, each due at its jittered instant; an after_completion schedule only its next instant
+(the one after depends on when that run ends). What is already materialized is counted
+from the runs instead: waiting for their due instant (a jittered or future manual run) or
+queued with a due instant in the range, so no occurrence counts twice. Schedules without
+jitter that share a rule (the 09:00 wave of thousands of schedules) are resolved once,
+each joining the rule's instants at its own next instant."""
+
+import bisect
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db.models import Count, Q
+
+from runs.models import PendingReason, Run, RunState
 from schedules import recurrence
 from schedules.jitter import jittered
 from schedules.models import Schedule
@@ -14,6 +28,8 @@ from schedules.models import Schedule
 # Instants one distinct rule contributes at most to one range (a 7-day range of a minutely rule: 10,080).
 MAX_INSTANTS_PER_RULE = 100_000
 _TICK = timedelta(microseconds=1)
+# Materialized occurrences counted as due: waiting for their due instant, or already queued.
+MATERIALIZED_DUE = Q(state=RunState.PENDING, pending_reason=PendingReason.NOT_DUE) | Q(state=RunState.QUEUED)
 
 
 @dataclass(frozen=True)
@@ -45,56 +61,98 @@ def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime) -> list
     return [at for at in found if at < end]
 
 
-def source_due(source: Source, start: datetime, end: datetime, instants=None) -> list[Due]:
-    """One schedule's occurrences due in [start, end), each at its jittered instant. A jitter
-    may push an occurrence of an instant just before `start` into the range: looked for too."""
+def source_due(source: Source, start: datetime, end: datetime, instants=None,
+               first: datetime | None = None) -> list[Due]:
+    """One schedule's occurrences due in [start, end), each at its jittered instant, from its
+    next instant `first` on (None: every one). A jitter may push an occurrence of an instant
+    just before `start` into the range: looked for too."""
     if instants is None:
-        instants = rule_instants(source.rule, start - timedelta(seconds=source.jitter_seconds), end)
+        instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first)
     due = Counter(jittered(source.schedule_id, at, source.jitter_seconds) for at in instants)
     return [Due(at, source.resource_class, source.job_type, source.tenant_id, n)
             for at, n in due.items() if start <= at < end]
 
 
-def live_sources(*, exclude: str | None = None) -> list[tuple[Source, int]]:
-    """(source, how many schedules share it) for every schedule that will run: not deleted,
-    not paused, with a next instant. Schedules without jitter that share their rule, job
-    type and tenant are one source."""
+def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: datetime | None) -> list[datetime]:
+    """The instants a schedule whose next instant is `first` has in [start, end): `first`
+    itself (after_completion, or off the rule's grid) and the rule's from it on."""
+    if rule.kind == "after_completion":
+        return [first] if first is not None and start <= first < end else []
+    instants = rule_instants(rule, start if first is None else max(start, first), end)
+    if first is not None and start <= first < end and (not instants or instants[0] != first):
+        instants.insert(0, first)
+    return instants
+
+
+def live_sources(*, exclude: str | None = None) -> list[tuple[Source, list[datetime]]]:
+    """(source, the next instants of the schedules sharing it) for every schedule that will
+    run: not deleted, not paused, with a next instant. Schedules without jitter that share
+    their rule, job type and tenant are one source."""
     rows = Schedule.objects.filter(deleted_at__isnull=True, paused=False, next_run_at__isnull=False)
     if exclude:
         rows = rows.exclude(id=exclude)
     groups: dict[tuple, list] = defaultdict(list)
     for row in rows.values_list("id", "tenant_id", "job_type_id", "job_type__resource_class", "recurrence",
-                                "created_at", "jitter_seconds").iterator(chunk_size=5000):
-        schedule_id, tenant_id, job_type, rc, rule, created_at, jitter = row
+                                "created_at", "jitter_seconds", "next_run_at").iterator(chunk_size=5000):
+        schedule_id, tenant_id, job_type, rc, rule, created_at, jitter, next_run_at = row
         text = rule if isinstance(rule, str) else json.dumps(rule, sort_keys=True)
         unanchored = '"interval"' in text and '"anchor"' not in text  # anchored at its creation
         key = (schedule_id if jitter else None, tenant_id, job_type, rc, text, created_at if unanchored else None)
-        groups[key].append((schedule_id, created_at, jitter))
+        groups[key].append((schedule_id, created_at, jitter, next_run_at))
     sources = []
     for (_, tenant_id, job_type, rc, text, _), members in groups.items():
-        schedule_id, created_at, jitter = members[0]
+        schedule_id, created_at, jitter, _ = members[0]
         try:
             rule = recurrence.parse_rule(json.loads(text), default_anchor=created_at)
         except recurrence.RecurrenceError:
             continue  # stored under older, looser rules: the scanner cannot run it either
-        sources.append((Source(schedule_id, tenant_id, job_type, rc, rule, jitter), len(members)))
+        sources.append((Source(schedule_id, tenant_id, job_type, rc, rule, jitter), [m[3] for m in members]))
     return sources
 
 
 def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = None,
                     extra: list[Source] = ()) -> list[Due]:
-    """Every occurrence due in [start, end): the live schedules' (but `exclude`), and `extra`'s."""
-    resolved: dict[tuple, list[datetime]] = {}
-    due: list[Due] = []
-    for source, count in [*live_sources(exclude=exclude), *((s, 1) for s in extra)]:
-        if source.rule.kind == "after_completion":
-            continue  # due when its previous run ends: no instant to forecast
-        if source.jitter_seconds:
-            due.extend(source_due(source, start, end))
+    """Every occurrence due in [start, end): the live schedules' (but `exclude`) from their
+    next instants, `extra`'s from `start`, and the materialized ones (`materialized_due`)."""
+    resolved: dict[str, list[datetime]] = {}
+    due: list[Due] = materialized_due(start, end)
+    for source, firsts in [*live_sources(exclude=exclude), *((s, [None]) for s in extra)]:
+        if source.jitter_seconds or source.rule.kind == "after_completion":
+            for first in firsts:
+                due.extend(source_due(source, start, end, first=first))
             continue
-        key = (json.dumps(source.rule.to_dict(), sort_keys=True),)
+        key = json.dumps(source.rule.to_dict(), sort_keys=True)
         if key not in resolved:
             resolved[key] = rule_instants(source.rule, start, end)
-        due.extend(Due(at, source.resource_class, source.job_type, source.tenant_id, count)
-                   for at in resolved[key])
+        due.extend(_shared_due(source, resolved[key], firsts, start, end))
     return due
+
+
+def _shared_due(source: Source, instants: list[datetime], firsts: list, start: datetime,
+                end: datetime) -> list[Due]:
+    """The occurrences of schedules sharing `source` (no jitter) and its `instants` in the
+    range: each schedule joins them at its next instant (None: at the first), and counts
+    that instant by itself when it is off the rule's grid."""
+    joining = [0] * (len(instants) + 1)  # schedules whose instants begin at index i
+    off_grid: Counter = Counter()
+    for first in firsts:
+        index = 0 if first is None else bisect.bisect_left(instants, first)
+        if first is not None and start <= first < end and (index == len(instants) or instants[index] != first):
+            off_grid[first] += 1
+        joining[index] += 1
+    due = [Due(at, source.resource_class, source.job_type, source.tenant_id, n) for at, n in off_grid.items()]
+    active = 0
+    for index, at in enumerate(instants):
+        active += joining[index]
+        if active:
+            due.append(Due(at, source.resource_class, source.job_type, source.tenant_id, active))
+    return due
+
+
+def materialized_due(start: datetime, end: datetime) -> list[Due]:
+    """Occurrences already materialized and due in [start, end): waiting for their due
+    instant (jittered, or a manual run for later) or queued. The rules' walk starts after
+    them (at each schedule's next instant), so none counts twice."""
+    rows = (Run.objects.filter(MATERIALIZED_DUE, due_at__gte=start, due_at__lt=end)
+            .values_list("due_at", "resource_class", "job_type", "tenant_id").annotate(n=Count("id")).order_by())
+    return [Due(at, rc, job_type, tenant_id, n) for at, rc, job_type, tenant_id, n in rows]

@@ -192,10 +192,14 @@ def test_lateness_percentiles__embedded_mode_computes_what_postgresql_does(value
     assert (_percentile(values, 0.5), _percentile(values, 0.99)) == pytest.approx((p50, p99))
 
 
-def test_forecast__schedules_sharing_a_rule_join_it_at_their_own_next_instant(tenant):
+def test_forecast__schedules_sharing_a_rule_join_it_at_their_own_next_instant(tenant, monkeypatch):
     """One walk per rule: a schedule whose next instant is two hours away adds nothing
     before it, a lagging one (next instant already past) adds every instant of the window."""
+    import runs.capacity.demand as demand
     from tests.authority_steps import create_schedule
+
+    walks, walk = [], demand.rule_instants
+    monkeypatch.setattr(demand, "rule_instants", lambda *a: walks.append(a) or walk(*a))
 
     now = authority_now()
     ahead, lagging = (create_schedule(tenant, cron="0 * * * *", name=name) for name in ("ahead", "lagging"))
@@ -207,4 +211,4 @@ def test_forecast__schedules_sharing_a_rule_join_it_at_their_own_next_instant(te
     forecast = next_24_hours(now)
     counts = {minute: count for minute, count in enumerate(forecast.per_class["short"]) if count}
     expected = {int((h - start).total_seconds() // 60): 1 + (h >= hours[2]) for h in hours}
-    assert counts == expected
+    assert counts == expected and len(walks) == 1

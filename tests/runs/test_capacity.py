@@ -8,7 +8,7 @@ from runs.capacity.demand import occurrences_due
 from runs.capacity.forecast import forecast
 from runs.capacity.live import capacity_by_class, live_slots, slots_report, slots_withdraw
 from runs.capacity.statistics import job_type_statistics
-from runs.models import Attempt, Run, WorkerSlots
+from runs.models import Attempt, Run, RunState, WorkerSlots
 from schedules.models import Schedule
 from scheduler_project.clock import authority_now
 from tests.authority_steps import create_schedule, succeeded_run
@@ -77,6 +77,38 @@ def test_demand__jitter_spreads_a_schedule_within_its_bound(tenant):
     offsets = [d.at.second for d in due]
     assert len(due) == 60 and all(0 <= s <= 30 for s in offsets) and len(set(offsets)) > 5
     assert schedule.jitter_seconds == 30
+
+
+def test_demand__each_occurrence_once_from_its_next_instant_or_its_run(tenant, monkeypatch):
+    """A schedule counts its rule's instants from its next instant (not before: those are
+    materialized), a lagging one every instant of the range, each rule walked once; an
+    after_completion schedule its next instant; a paused one nothing; the runs already
+    materialized and due in the range (a manual run for later, a queued one) count by themselves."""
+    from collections import Counter
+
+    import runs.capacity.demand as demand
+    from runs import authority
+
+    start = authority_now().replace(second=0, microsecond=0)
+    end = start + timedelta(hours=6)
+    hours = [h for h in (start.replace(minute=0) + timedelta(hours=k) for k in range(7)) if start <= h < end]
+    ahead, lagging, paused = (create_schedule(tenant, cron="0 * * * *", name=n) for n in ("ahead", "lagging", "paused"))
+    Schedule.objects.filter(id=ahead.id).update(next_run_at=hours[2])
+    Schedule.objects.filter(id=lagging.id).update(next_run_at=hours[0] - timedelta(hours=5))
+    Schedule.objects.filter(id=paused.id).update(paused=True, next_run_at=None)
+    after = create_schedule(tenant, name="after", recurrence={"kind": "after_completion", "delaySeconds": 0})
+    later = start + timedelta(minutes=90, seconds=17)
+    pending, _ = authority.run_once(tenant=tenant, schedule_id=ahead.id, run_at=later)
+    queued, _ = authority.run_once(tenant=tenant, schedule_id=ahead.id)
+    walks, walk = [], demand.rule_instants
+    monkeypatch.setattr(demand, "rule_instants", lambda *a: walks.append(a) or walk(*a))
+    due = Counter()
+    for d in occurrences_due(start, end):
+        due[d.at] += d.count
+    expected = Counter({h: 1 + (h >= hours[2]) for h in hours})
+    expected.update([after.next_run_at, pending.due_at, queued.due_at])
+    assert (pending.state, queued.state) == (RunState.PENDING, RunState.QUEUED)
+    assert due == expected and len(walks) == 1
 
 
 def test_forecast__minute_rows_and_required_slots(tenant, other_tenant_schedules):
