@@ -22,7 +22,7 @@ from django.db import connection
 
 from runs import authority
 from runs.models import Run
-from scheduler_project.errors import StaleFence
+from scheduler_project.errors import DomainError, StaleFence
 from scheduler_project.failpoints import failpoint, failpoint_enabled
 from workers.jobs.framework import (
     JobCanceled,
@@ -69,8 +69,11 @@ def claim_runs(*, resource_classes, worker_label: str, limit: int = 1, lease_sec
         job_types=job_types,
     )
     if len(runs) < limit:
-        authority.pass_over(spare=limit - len(runs), resource_classes=resource_classes, job_types=job_types,
-                            reoffer=True)
+        try:  # only a report and a re-offer: the claimed runs' leases are running, execute them
+            authority.pass_over(spare=limit - len(runs), resource_classes=resource_classes, job_types=job_types,
+                                reoffer=True)
+        except Exception:
+            log.warning("could not pass over runs of job types this worker lacks", exc_info=True)
     return runs
 
 
@@ -95,10 +98,13 @@ def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None) -
     attempt's lease is kept alive from the claim until the authority has answered its
     completion. Outputs are published in groups (_Group). Outcomes in the order of ``runs``."""
     keeper = lease_keeper()
-    held = [_hold(run, heartbeat_interval) for run in runs]
+    held: list[JobContext] = []
     group = _Group(keeper)
     try:
-        for run, ctx in zip(runs, held):
+        for run in runs:
+            held.append(_hold(run, heartbeat_interval))
+        # Strict runs (a start promise) first; the claim's order otherwise.
+        for run, ctx in sorted(zip(runs, held), key=lambda pair: not pair[0].strict):
             started = time.monotonic()
             done = _execute(ctx, run.payload.get("jobType") or run.job_type, keeper)
             timing = (started, time.monotonic() - started)
@@ -123,9 +129,14 @@ def _hold(run: Run, heartbeat_interval: float | None) -> JobContext:
     timeout = payload.get("timeoutSeconds")
     control = JobControl(timeout_seconds=float(timeout) if timeout else None)
     interval = heartbeat_interval if heartbeat_interval is not None else attempt.lease_seconds / 3
-    lease_keeper().hold(attempt.id, run.fence, lease_seconds=attempt.lease_seconds, interval=interval,
-                        control=control, claimed_at=time.monotonic())
-    return context_for(run, control)
+    keeper = lease_keeper()
+    keeper.hold(attempt.id, run.fence, lease_seconds=attempt.lease_seconds, interval=interval, control=control,
+                claimed_at=time.monotonic())
+    try:
+        return context_for(run, control)
+    except BaseException:
+        keeper.release(attempt.id)  # nobody will run it: its lease lapses and the sweeper re-queues it
+        raise
 
 
 def _outcome(run: Run, ctx: JobContext, done: tuple[str, str | None, str], timing) -> ExecutionOutcome:
@@ -189,28 +200,37 @@ class _Group:
     def _stage_and_complete(self, pending) -> list[tuple[str, str | None, str]]:
         keeper = self.keeper
         contexts = [ctx for _, ctx, _, _ in pending]
-        uploads = [authority.Upload(ctx.run_id, ctx.attempt_id, ctx.fence, output.upload_source(),
-                                    output.content_type, output.filename) for _, ctx, output, _ in pending]
         results: list = [None] * len(pending)
+        uploads: dict[int, authority.Upload] = {}
+        for i, (_, ctx, output, _) in enumerate(pending):
+            try:
+                uploads[i] = authority.Upload(ctx.run_id, ctx.attempt_id, ctx.fence, output.upload_source(),
+                                              output.content_type, output.filename)
+            except Exception as exc:  # its spooled output is gone: another attempt may succeed
+                results[i] = self._failed_staging(ctx, exc)
         try:
-            staged = _deliver(keeper, contexts, authority.stage_results, uploads) if pending else []
+            staged = dict(zip(uploads, _deliver(keeper, contexts, authority.stage_results, list(uploads.values()))))
         except TRANSIENT_DB_ERRORS as exc:
             return [("lost", None, f"staging undeliverable: {_describe(exc)}")] * len(pending)
-        for i, (ctx, stored) in enumerate(zip(contexts, staged)):
+        for i, stored in staged.items():
+            ctx = contexts[i]
             if isinstance(stored, StaleFence):
                 results[i] = ("stale", None, str(stored))
             elif isinstance(stored, Exception):
-                # Upload trouble is infrastructure, not the job: another attempt may succeed.
-                results[i] = _finish(_ids(ctx), ctx.control, keeper, outcome="failed", retryable=True,
-                                     error=f"staging failed: {_describe(stored)}")
+                results[i] = self._failed_staging(ctx, stored)
             elif ctx.control.lost.is_set():
                 results[i] = ("lost", None, ctx.control.lost_reason)
-        ready = [(i, ctx, staged[i]) for i, ctx in enumerate(contexts) if results[i] is None]
+        ready = [(i, contexts[i], staged[i]) for i in staged if results[i] is None]
         if ready:
             failpoint("after_upload_before_complete")
             for i, answer in zip([i for i, _, _ in ready], _complete(keeper, ready)):
                 results[i] = answer
         return results
+
+    def _failed_staging(self, ctx: JobContext, exc: BaseException) -> tuple[str, str | None, str]:
+        """Upload trouble is infrastructure, not the job: a retryable failure."""
+        return _finish(_ids(ctx), ctx.control, self.keeper, outcome="failed", retryable=True,
+                       error=f"staging failed: {_describe(exc)}")
 
 
 def _complete(keeper: LeaseKeeper, ready) -> list[tuple[str, str | None, str]]:
@@ -231,6 +251,9 @@ def _complete(keeper: LeaseKeeper, ready) -> list[tuple[str, str | None, str]]:
         # else the sweeper re-queues the runs.
         log.error("completion of %d runs undeliverable: %s", len(successes), exc)
         return [("lost", None, f"completion undeliverable: {_describe(exc)}")] * len(successes)
+    except Exception as exc:  # a bug (TransitionConflict): the group rolled back; the rest of the batch goes on
+        log.exception("completion of %d runs failed", len(successes))
+        return [("lost", None, f"completion failed: {_describe(exc)}")] * len(successes)
     results = []
     for ctx, answer in zip(contexts, answers):
         if isinstance(answer, StaleFence):
@@ -258,6 +281,9 @@ def _finish(ids: dict, control: JobControl, keeper: LeaseKeeper, **completion) -
             _deliver(keeper, attempt, lambda: authority.complete(**ids, **completion))
     except StaleFence as exc:
         return "stale", None, str(exc)
+    except DomainError as exc:  # not this attempt's to record: its lease lapses, the sweeper decides
+        log.error("complete for run=%s refused: %s", ids["run_id"], exc)
+        return "lost", None, f"completion refused: {_describe(exc)}"
     except TRANSIENT_DB_ERRORS as exc:
         log.error("complete for run=%s undeliverable: %s", ids["run_id"], exc)
         return "lost", None, f"completion undeliverable: {_describe(exc)}"

@@ -5,7 +5,6 @@ import os
 import socket
 
 from celery import shared_task
-from kombu.exceptions import OperationalError as KombuOperationalError
 
 from workers.dispatch import EXECUTE_TASK
 
@@ -66,7 +65,7 @@ def _pass_on(run_id: str, resource_class: str, worth: int) -> int:
     restarted is seen at its next step, a lost hint by the backstop)."""
     try:
         execute.apply_async(args=[run_id, resource_class, worth], queue=resource_class)
-    except (KombuOperationalError, OSError) as exc:
+    except Exception as exc:  # the broker's trouble (kombu, redis, socket): never the claimed runs
         log.warning("could not pass on a hint worth %d claims of %s: %s", worth, resource_class, exc)
         return 0
     return worth

@@ -43,8 +43,13 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
         rule = recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
         if rule.kind == "after_completion":
             raise InvalidState("an after_completion schedule has no instants of its own to backfill")
+        if schedule.next_run_at is None:
+            raise InvalidState("a paused schedule is backfilled after it resumes")
+        # From its next instant on, the scanner creates the occurrences (misfire catch-up
+        # included): a backfill stops before it, so the two never write the same instant.
+        end = min(end, schedule.next_run_at)
         tick = timedelta(microseconds=1)
-        instants = recurrence.instants_between(rule, start - tick, end - tick, MAX_BACKFILL_INSTANTS + 1)
+        instants = recurrence.instants_between(rule, start - tick, end - tick, MAX_BACKFILL_INSTANTS + 1) if end > start else []
         if len(instants) > MAX_BACKFILL_INSTANTS:
             raise InvalidRequest(
                 f"the range holds more than {MAX_BACKFILL_INSTANTS} instants; backfill it in parts",
@@ -73,7 +78,10 @@ def release_backfill(*, per_schedule: int = BACKFILL_PER_CYCLE) -> int:
     oldest first, become claimable with their dispatch intents."""
     with transaction.atomic(durable=True):
         now = authority_now()
-        waiting = Run.objects.filter(state=RunState.PENDING, pending_reason=PendingReason.BACKFILL)
+        waiting = Run.objects.filter(  # a paused or deleted schedule's backfill waits
+            state=RunState.PENDING, pending_reason=PendingReason.BACKFILL,
+            schedule__paused=False, schedule__deleted_at__isnull=True,
+        )
         released = []
         for schedule_id in waiting.values_list("schedule_id", flat=True).distinct().order_by("schedule_id"):
             released += list(

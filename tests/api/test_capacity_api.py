@@ -188,6 +188,35 @@ def test_backfill__creates_past_instants_once_and_releases_100_per_cycle(client)
     assert release_backfill() == 100 and release_backfill() == 40 and release_backfill() == 0
 
 
+def test_backfill__stops_at_the_schedule_s_next_instant__which_the_scanner_then_materializes(client):
+    """A backfill reaching past a late schedule's next instant leaves that instant (and the
+    rest) to the scanner: both writing it would break the one-run-per-instant key."""
+    from runs import authority
+
+    schedule = create_schedule(client, recurrence={"kind": "cron", "cron": "* * * * *"})
+    row = Schedule.objects.get(id=schedule["scheduleId"])
+    due = make_due(row, ago=timedelta(minutes=3)).replace(second=0, microsecond=0)
+    Schedule.objects.filter(id=row.id).update(next_run_at=due)  # the scanner is 3 minutes late
+    body = {"from": (due - timedelta(minutes=5)).isoformat(), "to": authority_now().isoformat()}
+
+    response = client.post(f"/api/v1/schedules/{row.id}/backfill", body)
+
+    assert response.status_code == 200, response.content
+    assert response.json()["instants"] == 5  # the five before the next instant
+    authority.materialize_due()  # its misfire policy writes the instants from `due` on: no conflict
+    instants = list(Run.objects.filter(schedule=row).values_list("scheduled_at", flat=True))
+    assert len(instants) == len(set(instants)) and due in instants
+
+
+def test_backfill__of_a_paused_schedule__refused_until_it_resumes(client):
+    schedule = create_schedule(client, recurrence={"kind": "cron", "cron": "* * * * *"})
+    assert client.post(f"/api/v1/schedules/{schedule['scheduleId']}/pause", {}).status_code == 200
+    response = client.post(f"/api/v1/schedules/{schedule['scheduleId']}/backfill",
+                           {"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T01:00:00Z"})
+    assert_error(response, 409, "invalid_state")
+    assert not Run.objects.exists()
+
+
 @pytest.mark.parametrize("body, status, field", [
     ({"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T16:41:00Z"}, 400, "to"),  # 1,001 instants
     ({"from": "2026-01-01T00:00:00Z", "to": "2099-01-01T00:00:00Z"}, 400, "to"),  # the future

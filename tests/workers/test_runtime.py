@@ -235,6 +235,26 @@ def test_execute_batch__each_job_s_timeout_counts_from_its_own_start(tenant):
     assert all(0.6 < o.job_seconds < 1 for o in outcomes)
 
 
+def test_execute_batch__a_run_that_cannot_be_held__leaves_no_lease_kept_alive(tenant, monkeypatch):
+    """Holding the second run of a batch fails: no attempt of the batch stays in the keeper
+    (a kept lease would keep its run running forever); their leases lapse for the sweeper."""
+    from workers import runtime
+
+    first, second = due_run(tenant, params={"seconds": 0}), due_run(tenant, params={"seconds": 0})
+    real = runtime.context_for
+
+    def broken(run, control):
+        if run.id == second.id:
+            raise ValueError("a payload the worker cannot read")
+        return real(run, control)
+
+    monkeypatch.setattr(runtime, "context_for", broken)
+    with pytest.raises(ValueError):
+        runtime.execute_batch([first, second])
+    keeper = lease_keeper()
+    assert not keeper.holding(first.current_attempt_id) and not keeper.holding(second.current_attempt_id)
+
+
 def test_execute__lost_completion_reply_is_repeated_and_answered_with_saved_run(tenant, monkeypatch):
     run = due_run(tenant, params={"seconds": 0})
     calls = count_calls(monkeypatch, "complete_succeeded", fail_after_first=OperationalError("connection lost"))
