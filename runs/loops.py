@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 
+import psycopg
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
@@ -98,9 +99,12 @@ class Wakeup:
                 self.listening_on = raw
             for _ in raw.notifies(timeout=seconds, stop_after=1):
                 pass
-        except (DatabaseError, InterfaceError, OSError) as exc:
+        except (DatabaseError, InterfaceError, OSError, psycopg.Error) as exc:
+            # The raw connection raises psycopg's own errors (a terminated backend, a failover):
+            # drop it, so the next step reconnects and listens again.
             log.warning("%s: wake-up lost, polling: %s", self.channel, exc)
             self.listening_on = None
+            connection.close()
             self.stopper.wait(seconds)
 
 
