@@ -66,8 +66,10 @@ def test_execute__passes_the_rest_of_a_hint_on_before_executing_what_it_claimed(
             while Run.objects.filter(id__in=[r.id for r in runs], state="running").count() == 0:
                 time.sleep(0.02)
             [running] = Run.objects.filter(id__in=[r.id for r in runs], state="running")
-            queued_hints = channel._size("short")
-            still_running = Run.objects.get(id=running.id).state == "running"
+            deadline = time.monotonic() + 0.5  # the claim has committed; the hint follows it at once
+            while (queued_hints := channel._size("short")) == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            still_running = Run.objects.get(id=running.id).state == "running"  # a 1 s job
         finally:
             thread.join()
         channel.queue_purge("short")
