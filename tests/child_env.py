@@ -25,7 +25,7 @@ def redis_mode(processes, settings, *, redis_url: str, s3_endpoint: str, bucket_
     """This process and the children ``processes`` starts share one database, broker and a
     fresh bucket; the Celery app publishes to that broker until the block ends."""
     from objectstore import get_object_store
-    from scheduler_project.celery import app
+    from tests.servers import broker
 
     bucket_url = f"s3://{bucket_prefix}-{uuid.uuid4().hex[:12]}"
     processes.env.update({
@@ -41,10 +41,8 @@ def redis_mode(processes, settings, *, redis_url: str, s3_endpoint: str, bucket_
     settings.REDIS_URL = settings.CELERY_BROKER_URL = redis_url
     get_object_store.cache_clear()
     get_object_store().ensure_ready()
-    previous_broker = app.conf.broker_url
-    app.conf.broker_url = redis_url
     try:
-        yield
+        with broker(redis_url):
+            yield
     finally:
-        app.conf.broker_url = previous_broker
         get_object_store.cache_clear()

@@ -260,3 +260,24 @@ def private_redis(tmp_path):
     server.start()
     yield server
     server.kill()
+
+
+@contextmanager
+def broker(url: str):
+    """The Celery app publishes to ``url`` inside the block, over fresh connection pools;
+    after it, the app's broker and pools are as before (no pool left on ``url``)."""
+    import kombu.pools
+
+    from scheduler_project.celery import app
+
+    previous = app.conf.broker_url
+    app.conf.broker_url = url
+    app._pool = None
+    app.amqp._producer_pool = None
+    try:
+        yield
+    finally:
+        kombu.pools.reset()  # closes every pool and forgets it: a later pool for `url` is new
+        app.conf.broker_url = previous
+        app._pool = None
+        app.amqp._producer_pool = None

@@ -2,36 +2,17 @@
 new broker incarnation and republishes them at once, not after the time-based backstop.
 Against a real redis-server this test starts and restarts."""
 
-import contextlib
-
 import pytest
 import redis
 
 from runs.authority import run_once
 from runs.models import Outbox
-from scheduler_project.celery import app
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.services import schedule_create
+from tests.servers import broker
 from workers.dispatch import broker_epoch, republish_and_relay
 
 pytestmark = pytest.mark.django_db
-
-
-@contextlib.contextmanager
-def broker(url: str):
-    """The Celery app publishes to ``url`` inside the block (fresh connection pools)."""
-    previous = app.conf.broker_url
-    app.conf.broker_url = url
-    app._pool = None
-    app.amqp._producer_pool = None
-    try:
-        yield
-    finally:
-        app.pool.force_close_all()
-        app.conf.broker_url = previous
-        app._pool = None
-        app.amqp._producer_pool = None
-
 
 
 def test_relay_step__broker_restarted__lost_hints_republished_at_once(tenant, private_redis, settings):

@@ -10,8 +10,7 @@ from runs import authority
 from runs.models import Run
 from scheduler_project.celery import app
 from tests.authority_steps import create_schedule
-from tests.runs.test_relay_broker_restart import broker
-from tests.servers import RedisServer
+from tests.servers import RedisServer, broker
 from workers import batching
 from workers.tasks import JobFailed, execute
 
