@@ -136,6 +136,28 @@ def backends_cpu_seconds(database: str) -> float:
     return sum(seconds for pid, seconds in _processes()[1].items() if pid in pids)
 
 
+def cpu_by_command() -> dict[str, float]:
+    """User + system CPU seconds of every live process, kernel threads included, summed by
+    what it is: its command name, and for a PostgreSQL process its role and database from
+    its title ("postgres: walwriter", "postgres: backend scheduler_burst")."""
+    totals: dict[str, float] = {}
+    for pid, seconds in _processes()[1].items():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                title = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{pid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if title.startswith("postgres: "):
+            words = title.split(": ", 2)[-1].split()  # "walwriter" or "user database host state"
+            name = "postgres: " + (f"backend {words[1]}" if len(words) > 2 and "(" in title else " ".join(words[:2]))
+        elif title:
+            name = " ".join(Path(word).name for word in title.split()[:3])
+        totals[name] = totals.get(name, 0.0) + seconds
+    return totals
+
+
 def _processes() -> tuple[dict[int, int], dict[int, float]]:
     """Every live process's parent and its user + system CPU seconds."""
     parents, cpu = {}, {}

@@ -3,18 +3,17 @@ allocates a new fence and starts an attempt under a lease."""
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import OuterRef, Q, Subquery
-from django.db.models.functions import Now
 
-from schedules.models import Schedule, Tenant
+from schedules.models import Schedule
+from runs.authority import claim_sql
 from runs.authority.transitions import clamp_lease, lease_until
 from runs import metrics
 from runs.authority.reserve import Reserve
-from runs.authority.sql import bulk_set, running_count
+from runs.authority.sql import bulk_set
 from scheduler_project.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
 from runs.overlap import Step, admit, takes_guard
-from runs.models import Attempt, Outbox, OutboxKind, PendingReason, Run, RunState
+from runs.models import Attempt, PendingReason, Run, RunState
 
 CLAIM_ROUNDS = 3  # allocation rounds per claim_many when guards or locks pass over candidates
 
@@ -67,39 +66,29 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
             shares = allocate_slots([l for t, l in loads.items() if t not in exhausted], wanted)
             if not shares:
                 break
-            newly = _lock_tenants(sorted(set(shares) - locked), skip_locked=round_number > 0)
+            newly = claim_sql.lock_tenants(sorted(set(shares) - locked), skip_locked=round_number > 0)
             locked |= newly
-            counts = reserve.running_annotations()
-            recount = Tenant.objects.filter(id__in=newly).annotate(n=running_count(), **counts)
-            for row in recount.values("id", "n", *counts):
-                tenant_id, load = row["id"], loads[row["id"]]
+            for tenant_id, running, *reserved in claim_sql.recount(newly, reserve.running_columns()) if newly else ():
+                load = loads[tenant_id]
                 # The exact counts, now that claims of this tenant (and of the locked classes) wait for us.
-                loads[tenant_id] = TenantLoad(tenant_id, load.weight, row["n"], load.max_running)
-                reserve.read_recount_row(row)
+                loads[tenant_id] = TenantLoad(tenant_id, load.weight, running, load.max_running)
+                reserve.read_recount_row(reserved)
             for tenant_id, share in shares.items():
                 load = loads[tenant_id]
                 share = min(share, load.max_running - load.running)
                 if tenant_id not in locked or share <= 0:
                     exhausted.add(tenant_id)
                     continue
-                got = _claim_for_tenant(tenant_id, share, _claimable(classes, job_types), reserve,
+                got = _claim_for_tenant(tenant_id, share, (classes, job_types), reserve,
                                         (worker_token, worker_label, lease_seconds))
                 claimed.extend(got)
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, load.running + len(got), load.max_running)
                 if len(got) < share:
                     exhausted.add(tenant_id)
         if claimed:
-            Outbox.objects.filter(
-                run_id__in=[r.id for r in claimed], kind=OutboxKind.DISPATCH, processed_at__isnull=True
-            ).update(processed_at=Now())
+            claim_sql.mark_dispatched([r.id for r in claimed])
     _observe(claimed)
     return claimed
-
-
-def _claimable(classes: list[str], job_types=None):
-    """Queued runs due now in ``classes``, of ``job_types`` when given."""
-    claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
-    return claimable if job_types is None else claimable.filter(job_type__in=list(job_types))
 
 
 def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> dict[str, TenantLoad]:
@@ -107,19 +96,11 @@ def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> dict[
     counts, those with a strict run waiting first, then the tenant whose first run in claim
     order is the oldest (allocation breaks ties in this order). The reserve reads its
     classes' figures from the same statement."""
-    first = _claimable(classes, job_types).filter(tenant=OuterRef("pk")).order_by("-strict", "due_at")
-    tenants = list(Tenant.objects.annotate(
-        oldest=Subquery(first.values("due_at")[:1]),
-        urgent=Subquery(first.values("strict")[:1]),
-        running=running_count(),
-        **reserve.live_annotations(),
-    ).filter(oldest__isnull=False))
-    if tenants:
-        reserve.read_loads_row(tenants[0])
-    return {
-        t.id: TenantLoad(t.id, t.weight, t.running, t.max_active_runs)
-        for t in sorted(tenants, key=lambda t: (not t.urgent, t.oldest, t.id))
-    }
+    rows = claim_sql.tenant_loads(classes, job_types, reserve.live_columns())
+    if rows:
+        reserve.read_loads_row(rows[0][6:])
+    rows.sort(key=lambda row: (not row[4], row[3], row[0]))  # (not urgent, oldest, id)
+    return {row[0]: TenantLoad(row[0], row[1], row[5], row[2]) for row in rows}
 
 
 def _observe(claimed: list[Run]) -> None:
@@ -131,31 +112,14 @@ def _observe(claimed: list[Run]) -> None:
             metrics.DUE_TO_START.labels(run.tenant_id, run.resource_class).observe(lateness)
 
 
-def _lock_tenants(tenant_ids: list[str], *, skip_locked: bool) -> set[str]:
-    """Lock these tenants' rows in id order; the ids actually locked."""
-    if not tenant_ids:
-        return set()
-    rows = Tenant.objects.filter(id__in=tenant_ids).order_by("id").select_for_update(skip_locked=skip_locked)
-    return set(rows.values_list("id", flat=True))
-
-
 def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker) -> list[Run]:
-    """Up to ``share`` of the tenant's ``claimable`` runs, strict ones first, then by due
-    instant; ordinary ones only as far as the reserve leaves room. ``worker``: (token,
-    label, lease seconds)."""
-    queued = claimable.filter(tenant_id=tenant_id)
-    closed = reserve.closed()
-    if closed:
-        queued = queued.filter(Q(strict=True) | ~Q(resource_class__in=closed))
-    candidates = list(queued.order_by("-strict", "due_at", "id").select_for_update(skip_locked=True)[:share])
+    """Up to ``share`` of the tenant's ``claimable`` runs ((classes, job types)), strict
+    ones first, then by due instant; ordinary ones only as far as the reserve leaves room.
+    ``worker``: (token, label, lease seconds)."""
+    candidates = claim_sql.lock_candidates(tenant_id, *claimable, reserve.closed(), share)
     if not candidates:
         return []
-    schedules = {
-        s.id: s
-        for s in Schedule.objects.filter(id__in={r.schedule_id for r in candidates}).select_for_update(
-            skip_locked=True
-        )
-    }
+    schedules = claim_sql.lock_schedules_of({r.schedule_id for r in candidates})
     now = authority_now()
     claimed, blocked, attempts, guarded = [], [], [], {}
     for run in candidates:
@@ -177,7 +141,7 @@ def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker) -> 
         attempts.append(_start_attempt(run, now, *worker))
         run.schedule = schedule  # the worker reads its rule (timezone); it is loaded already
         claimed.append(run)
-    Attempt.objects.bulk_create(attempts)
+    claim_sql.insert_attempts(attempts)
     bulk_set(Run, blocked, ["state", "pending_reason"])
     bulk_set(Schedule, list(guarded.values()), ["active_run"])
     if claimed:

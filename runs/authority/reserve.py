@@ -6,7 +6,8 @@ class reserves nothing.
 
 Cost on the claim path: the live slots and running ordinary runs of each class ride on the
 claim's existing statements (the tenant loads, the tenant recount) as uncorrelated
-subqueries, evaluated once per statement. The one statement the reserve adds: a claimer that
+subqueries (claim_sql.live_slots, claim_sql.running_ordinary), evaluated once per
+statement. The one statement the reserve adds: a claimer that
 may take ordinary runs of a class with room left locks that class (a transaction-level
 advisory lock, taken before any tenant lock), and acts on the count of the recount read after
 it, so claimers racing for the last ordinary slots of a class take turns and never overshoot.
@@ -21,10 +22,9 @@ import zlib
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, IntegerField, Subquery, Sum, Value
-from django.db.models.functions import Coalesce, Now
 
-from runs.models import Run, RunState, WorkerSlots
+from runs.authority import claim_sql
+from runs.models import Run
 
 LOCK_SPACE = 17_001  # first key of pg_advisory_xact_lock(int, int): the reserve's class locks
 
@@ -40,35 +40,28 @@ class Reserve:
         self.locked: set[str] = set()
         self.exact = False  # running was read after the class locks
 
-    def live_annotations(self) -> dict:
-        """Annotations of the tenant-loads query: each class's live slots and running ordinary runs."""
-        annotations = {}
-        for i, rc in enumerate(self.classes):
-            slots = WorkerSlots.objects.filter(resource_class=rc, expires_at__gt=Now()).order_by()
-            annotations[f"reserve_live_{i}"] = _scalar(slots.values("resource_class").annotate(v=Sum("slots")))
-        return {**annotations, **self.running_annotations()}
+    def live_columns(self) -> list[tuple[str, list]]:
+        """Columns of the tenant-loads query: each class's live slots, then the running_columns."""
+        return [claim_sql.live_slots(rc) for rc in self.classes] + self.running_columns()
 
-    def running_annotations(self) -> dict:
-        """Annotations of a tenant query: each class's running ordinary runs."""
-        annotations = {}
-        for i, rc in enumerate(self.classes):
-            running = Run.objects.filter(state=RunState.RUNNING, strict=False, resource_class=rc).order_by()
-            annotations[f"reserve_running_{i}"] = _scalar(running.values("resource_class").annotate(v=Count("pk")))
-        return annotations
+    def running_columns(self) -> list[tuple[str, list]]:
+        """Columns of a tenant query: each class's running ordinary runs."""
+        return [claim_sql.running_ordinary(rc) for rc in self.classes]
 
-    def read_loads_row(self, row) -> None:
-        """Caps and (unlocked) running counts from a row of the tenant-loads query."""
-        for i, rc in enumerate(self.classes):
-            live = getattr(row, f"reserve_live_{i}")
+    def read_loads_row(self, values) -> None:
+        """Caps and (unlocked) running counts from the live_columns of a tenant-loads row."""
+        n = len(self.classes)
+        for rc, live, running in zip(self.classes, values[:n], values[n:]):
             if live > 0:
                 self.caps[rc] = math.floor((1 - self.share) * live + 1e-9)
-                self.running[rc] = getattr(row, f"reserve_running_{i}")
+                self.running[rc] = running
 
-    def read_recount_row(self, row: dict) -> None:
-        """Running counts read after the class locks (and this transaction's own claims)."""
-        for i, rc in enumerate(self.classes):
+    def read_recount_row(self, values) -> None:
+        """Running counts (the running_columns of a recount row) read after the class locks
+        (and this transaction's own claims)."""
+        for rc, running in zip(self.classes, values):
             if rc in self.caps:
-                self.running[rc] = row[f"reserve_running_{i}"]
+                self.running[rc] = running
         self.exact = True
 
     def lock_open_classes(self) -> None:
@@ -104,6 +97,3 @@ class Reserve:
         self.running[run.resource_class] += 1
         return True
 
-
-def _scalar(query):
-    return Coalesce(Subquery(query.values("v")[:1]), Value(0), output_field=IntegerField())

@@ -8,13 +8,10 @@ each function. Callers hold the locks each statement's docstring names.
 import json
 
 from django.db import connection
-from django.db.models import Count, OuterRef, Subquery
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runs.models import Attempt, Run, RunState, StoredObject
-from schedules.models import Schedule, Tenant
+from schedules.models import Schedule
 
 
 class TransitionConflict(RuntimeError):
@@ -266,23 +263,6 @@ def lock_schedules(fields, ids: list[str]) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [ids])
         return cursor.fetchall()
-
-
-def running_count():
-    """A tenant's running runs, as an annotation of a tenant query. On PostgreSQL the count
-    stops at the tenant's limit, so a claim costs what the limit allows, not what is
-    running. Exact only for a tenant this transaction has locked, and only in a statement
-    after the lock: the locking statement's own snapshot predates its wait."""
-    if connection.vendor == "postgresql":
-        tenant_table, run_table = Tenant._meta.db_table, Run._meta.db_table
-        return RawSQL(
-            f"SELECT count(*) FROM (SELECT 1 FROM {run_table} AS r WHERE r.tenant_id = {tenant_table}.id "
-            f"AND r.state = %s LIMIT {tenant_table}.max_active_runs) AS capped",
-            [RunState.RUNNING],
-        )
-    # SQLite cannot LIMIT by an outer column.
-    running = Run.objects.filter(tenant=OuterRef("pk"), state=RunState.RUNNING).order_by().values("tenant")
-    return Coalesce(Subquery(running.annotate(n=Count("pk")).values("n")[:1]), 0)
 
 
 def bulk_set(model, objs, fields: list[str]) -> None:

@@ -1,0 +1,164 @@
+"""The claim's statements, written out: a claim is the hottest transaction there is, and
+compiling its queries through the ORM cost more CPU than PostgreSQL spent running them.
+
+Each statement is one SQL text for both vendors. PostgreSQL binds a list as one array
+parameter (``= ANY(%s)``) and takes row locks with SKIP LOCKED; the embedded SQLite gets
+the list spelled out and no row locks (it has one writer at a time). Times are the
+database's own (``NOW``), never this process's clock.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, WorkerSlots
+from schedules.models import Schedule, Tenant
+
+RUN, TENANT, SCHEDULE = Run._meta.db_table, Tenant._meta.db_table, Schedule._meta.db_table
+OUTBOX, SLOTS = Outbox._meta.db_table, WorkerSlots._meta.db_table
+ATTEMPT, ATTEMPT_FIELDS = Attempt._meta.db_table, Attempt._meta.concrete_fields
+
+
+def now_sql() -> str:
+    """The statement's time, as Django's Now() renders it."""
+    return "STATEMENT_TIMESTAMP()" if connection.vendor == "postgresql" else "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
+
+
+def among(column: str, values) -> tuple[str, list]:
+    """``column`` is one of ``values`` (non-empty): the condition and its parameters."""
+    values = list(values)
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [values]
+    return f"{column} IN ({', '.join(['%s'] * len(values))})", values
+
+
+def _locking(skip_locked: bool = True) -> str:
+    if not connection.features.has_select_for_update:
+        return ""
+    return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+
+
+def claimable(classes, job_types=None, alias: str = "r") -> tuple[str, list]:
+    """Queued runs due now in ``classes``, of ``job_types`` when given: a condition on ``alias``."""
+    in_classes, params = among(f"{alias}.resource_class", classes)
+    sql = f"{alias}.state = %s AND {alias}.due_at <= {now_sql()} AND {in_classes}"
+    params = [RunState.QUEUED, *params]
+    if job_types is not None:
+        in_types, type_params = among(f"{alias}.job_type", job_types) if job_types else ("1 = 0", [])
+        sql, params = f"{sql} AND {in_types}", params + type_params
+    return sql, params
+
+
+def running_count(tenant: str = "t") -> str:
+    """A tenant's running runs, as a column of a query over tenants aliased ``tenant``. On
+    PostgreSQL the count stops at the tenant's limit, so a claim costs what the limit
+    allows, not what is running. Exact only for a tenant this transaction has locked, and
+    only in a statement after the lock: the locking statement's own snapshot predates its wait."""
+    running = f"SELECT 1 FROM {RUN} AS rc WHERE rc.tenant_id = {tenant}.id AND rc.state = '{RunState.RUNNING}'"
+    if connection.vendor == "postgresql":
+        return f"(SELECT count(*) FROM ({running} LIMIT {tenant}.max_active_runs) AS capped)"
+    return f"(SELECT count(*) FROM ({running}) AS counted)"  # SQLite cannot LIMIT by an outer column
+
+
+def live_slots(resource_class: str) -> tuple[str, list]:
+    """A column: the class's slots reported by live worker processes."""
+    return f"COALESCE((SELECT sum(slots) FROM {SLOTS} WHERE resource_class = %s AND expires_at > {now_sql()}), 0)", [
+        resource_class
+    ]
+
+
+def running_ordinary(resource_class: str) -> tuple[str, list]:
+    """A column: the class's running runs without a start promise."""
+    return (
+        f"(SELECT count(*) FROM {RUN} AS ro WHERE ro.state = '{RunState.RUNNING}' AND NOT ro.strict"
+        f" AND ro.resource_class = %s)"
+    ), [resource_class]
+
+
+def tenant_loads(classes, job_types, extra: list[tuple[str, list]]) -> list[tuple]:
+    """Tenants with claimable work: (id, weight, max active runs, due instant and strictness
+    of their first run in claim order, running count, *``extra`` columns)."""
+    condition, params = claimable(classes, job_types)
+    def first(column):
+        return f"(SELECT r.{column} FROM {RUN} AS r WHERE r.tenant_id = t.id AND {condition}" \
+               f" ORDER BY r.strict DESC, r.due_at LIMIT 1)"
+
+    columns = "".join(f", {sql}" for sql, _ in extra)
+    sql = (
+        f"SELECT * FROM (SELECT t.id, t.weight, t.max_active_runs, {first('due_at')} AS oldest,"
+        f" {first('strict')} AS urgent, {running_count()} AS running{columns} FROM {TENANT} AS t) AS loads"
+        f" WHERE oldest IS NOT NULL"
+    )
+    return _rows(sql, [*params, *params, *(p for _, extra_params in extra for p in extra_params)])
+
+
+def lock_tenants(ids: list[str], *, skip_locked: bool) -> set[str]:
+    """Lock these tenants' rows in id order; the ids actually locked."""
+    if not ids:
+        return set()
+    condition, params = among("id", ids)
+    return {row[0] for row in _rows(f"SELECT id FROM {TENANT} WHERE {condition} ORDER BY id{_locking(skip_locked)}",
+                                    params)}
+
+
+def recount(ids, extra: list[tuple[str, list]]) -> list[tuple]:
+    """(id, running count, *``extra`` columns) of these tenants, read now."""
+    condition, params = among("t.id", ids)
+    columns = "".join(f", {sql}" for sql, _ in extra)
+    extra_params = [p for _, extra_params in extra for p in extra_params]
+    return _rows(f"SELECT t.id, {running_count()}{columns} FROM {TENANT} AS t WHERE {condition}",
+                 [*extra_params, *params])
+
+
+def lock_candidates(tenant_id: str, classes, job_types, closed: list[str], limit: int) -> list[Run]:
+    """Lock up to ``limit`` of the tenant's claimable runs, strict ones first, then by due
+    instant, skipping locked ones; ordinary runs of the ``closed`` classes are left."""
+    condition, params = claimable(classes, job_types)
+    if closed:
+        in_closed, closed_params = among("r.resource_class", closed)
+        condition, params = f"{condition} AND (r.strict OR NOT {in_closed})", params + closed_params
+    sql = (
+        f"SELECT r.* FROM {RUN} AS r WHERE r.tenant_id = %s AND {condition}"
+        f" ORDER BY r.strict DESC, r.due_at, r.id LIMIT %s{_locking()}"
+    )
+    return list(Run.objects.raw(sql, [tenant_id, *params, limit]))
+
+
+def lock_schedules_of(ids) -> dict[str, Schedule]:
+    """Lock these schedules, skipping locked ones. Loaded: what a claim decides and a worker
+    reads (overlap policy, guard, rule); the other fields load when asked for."""
+    condition, params = among("id", sorted(ids))
+    sql = f"SELECT id, overlap_policy, active_run_id, recurrence FROM {SCHEDULE} WHERE {condition}{_locking()}"
+    return {s.id: s for s in Schedule.objects.raw(sql, params)}
+
+
+def insert_attempts(attempts: list[Attempt]) -> None:
+    """Insert new attempts, every column given, in one statement. psycopg adapts the values
+    as they are; SQLite takes them as Django prepares them."""
+    if not attempts:
+        return
+    columns = ", ".join(f'"{f.column}"' for f in ATTEMPT_FIELDS)
+    row = f"({', '.join(['%s'] * len(ATTEMPT_FIELDS))})"
+    if connection.vendor == "postgresql":
+        params = [getattr(a, f.attname) for a in attempts for f in ATTEMPT_FIELDS]
+    else:
+        params = [f.get_db_prep_save(getattr(a, f.attname), connection) for a in attempts for f in ATTEMPT_FIELDS]
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {ATTEMPT} ({columns}) VALUES {', '.join([row] * len(attempts))}", params)
+
+
+def mark_dispatched(run_ids: list[str]) -> None:
+    """The dispatch intents of these claimed runs are served: their hints are spent."""
+    condition, params = among("run_id", run_ids)
+    sql = (
+        f"UPDATE {OUTBOX} SET processed_at = {now_sql()}"
+        f" WHERE {condition} AND kind = %s AND processed_at IS NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, OutboxKind.DISPATCH])
+
+
+def _rows(sql: str, params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
