@@ -33,46 +33,81 @@ class FilesystemObjectStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def put_new(self, key: str, data: bytes, content_type: str) -> StoredVersion:
-        digest = hashlib.sha256(data).hexdigest()
-        stored = StoredVersion(key, digest, "sha256:" + digest, len(data), content_type)
-        return self._write_new(stored, lambda f: f.write(data))
+        return _raised(self.put_new_many([(key, data, content_type)])[0])
 
     def put_new_file(self, key: str, source: FileSource, content_type: str) -> StoredVersion:
         """Copy a local file in chunks; ChecksumMismatch (nothing stored) if its bytes changed."""
-        digest = source.checksum.removeprefix("sha256:")
-        stored = StoredVersion(key, digest, source.checksum, source.size, content_type)
+        return _raised(self.put_new_many([(key, source, content_type)])[0])
 
-        def copy(f):
-            with open(source.path, "rb") as src:
-                reader = VerifyingReader(source, src)
-                for chunk in reader.chunks():
-                    f.write(chunk)
-                reader.verify()
+    def put_new_many(self, items: list[tuple[str, bytes | FileSource, str]]) -> list[StoredVersion | Exception]:
+        """Write new objects ``(key, bytes or file source, content type)`` with one round of
+        fsyncs: every object is written to a temporary file, then every file is fsynced,
+        then each is linked under its name, then their directories are fsynced (the first
+        commits the journal for all the links, the rest find nothing left to commit). Each object is judged on its own: its version, or what stopped it
+        (ObjectExists, ChecksumMismatch, an OSError); a failed one leaves nothing stored."""
+        results: list[StoredVersion | Exception | None] = [None] * len(items)
+        written = []  # (index, version, open temp file, final path)
+        for i, (key, data, content_type) in enumerate(items):
+            try:
+                written.append((i, *self._write_temp(key, data, content_type)))
+            except Exception as exc:
+                results[i] = exc
+        synced = []
+        for i, stored, f, path in written:  # every fsync before any link: each would commit the links before it
+            try:
+                with f:
+                    os.fsync(f.fileno())
+                synced.append((i, stored, Path(f.name), path))
+            except Exception as exc:
+                results[i] = exc
+                Path(f.name).unlink(missing_ok=True)
+        directories = set()
+        for i, stored, temp, path in synced:
+            try:
+                # link (unlike rename) refuses to replace an existing name: that is the exclusive create,
+                # and the final name only ever points at a complete, fsynced file.
+                os.link(temp, path)
+                results[i] = stored
+                directories.add(path.parent)
+            except FileExistsError:
+                results[i] = ObjectExists(stored.key)
+            except Exception as exc:
+                results[i] = exc
+            finally:
+                temp.unlink(missing_ok=True)
+        for directory in directories:
+            _fsync_dir(directory)
+        return results
 
-        return self._write_new(stored, copy)
-
-    def _write_new(self, stored: StoredVersion, write_body) -> StoredVersion:
-        path = self._path(stored.key)
-        header = json.dumps({"content_type": stored.content_type, "sha256": stored.version_id, "size": stored.size})
-
+    def _write_temp(self, key: str, data: bytes | FileSource, content_type: str):
+        """(version, the temporary file holding it, still open and not yet fsynced, final path)."""
+        if isinstance(data, FileSource):
+            digest = data.checksum.removeprefix("sha256:")
+            stored = StoredVersion(key, digest, data.checksum, data.size, content_type)
+        else:
+            digest = hashlib.sha256(data).hexdigest()
+            stored = StoredVersion(key, digest, "sha256:" + digest, len(data), content_type)
+        path = self._path(key)
+        header = json.dumps({"content_type": content_type, "sha256": stored.version_id, "size": stored.size})
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+        f = open(temp, "xb")
         try:
-            with open(temp, "xb") as f:
-                f.write(header.encode() + b"\n")
-                write_body(f)
-                f.flush()
-                os.fsync(f.fileno())
-            # link (unlike rename) refuses to replace an existing name: that is the exclusive create,
-            # and the final name only ever points at a complete, fsynced file.
-            try:
-                os.link(temp, path)
-            except FileExistsError:
-                raise ObjectExists(stored.key) from None
-        finally:
+            f.write(header.encode() + b"\n")
+            if isinstance(data, FileSource):
+                with open(data.path, "rb") as src:
+                    reader = VerifyingReader(data, src)
+                    for chunk in reader.chunks():
+                        f.write(chunk)
+                    reader.verify()
+            else:
+                f.write(data)
+            f.flush()
+        except BaseException:
+            f.close()
             temp.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
-        return stored
+            raise
+        return stored, f, path
 
     def head(self, key: str, version_id: str) -> StoredVersion:
         stored, f = self.open_version(key, version_id)
@@ -156,6 +191,12 @@ def read_download_token(token: str, now: float) -> tuple[str, str]:
 def _read_header(key: str, f: BinaryIO) -> StoredVersion:
     meta = json.loads(f.readline(MAX_HEADER_BYTES))
     return StoredVersion(key, meta["sha256"], "sha256:" + meta["sha256"], meta["size"], meta["content_type"])
+
+
+def _raised(result: StoredVersion | Exception) -> StoredVersion:
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -119,12 +119,19 @@ def _staged_row(upload: Upload, registered: tuple | None) -> StoredObject:
 
 
 def _upload_all(uploads: list[Upload]) -> list[StoredVersion | Exception]:
-    """Each upload's written version, or the exception that stopped it. Uploads of a group
-    run side by side on the process's upload threads: each waits on the store (an fsync, an
-    S3 request), not on this process, and none touches the database."""
-    if len(uploads) <= 1:
-        return [_caught(_upload, upload) for upload in uploads]
-    return list(_upload_pool().map(lambda upload: _caught(_upload, upload), uploads))
+    """Each upload's written version, or the exception that stopped it; none touches the
+    database. A store that writes a group at once (the file store: one round of fsyncs)
+    gets the group; with any other (S3: a request per object) the uploads run side by side
+    on the process's upload threads, each waiting on the store, not on this process."""
+    store = get_object_store()
+    if hasattr(store, "put_new_many"):
+        results = store.put_new_many([(upload.key, upload.data, upload.content_type) for upload in uploads])
+    else:
+        def put(upload):
+            return _caught(put_new_from, store, upload.key, upload.data, upload.content_type)
+
+        results = list(_upload_pool().map(put, uploads) if len(uploads) > 1 else map(put, uploads))
+    return [_caught(_settled, store, upload, result) for upload, result in zip(uploads, results)]
 
 
 _pool_lock = threading.Lock()
@@ -146,20 +153,18 @@ def _caught(call, *args):
         return exc
 
 
-def _upload(upload: Upload) -> StoredVersion:
-    """Write a new object; if an earlier try already wrote this key but its version never
-    got recorded (the database failed in between), the same bytes adopt that version."""
-    store = get_object_store()
-    try:
-        return put_new_from(store, upload.key, upload.data, upload.content_type)
-    except ObjectExists:
+def _settled(store, upload: Upload, result: StoredVersion | Exception) -> StoredVersion:
+    """The version an upload wrote. If an earlier try already wrote this key but its version
+    never got recorded (the database failed in between), the same bytes adopt that version."""
+    if isinstance(result, ObjectExists):
         written = store.current(upload.key)
         if written.checksum != checksum_of(upload.data):
-            raise InvalidState("this attempt already uploaded a different result") from None
+            raise InvalidState("this attempt already uploaded a different result")
         return written
-    except Exception:
+    if isinstance(result, Exception):
         metrics.PUBLICATION_FAILURES.labels("upload").inc()
-        raise
+        raise result
+    return result
 
 
 def _record(answers: list, written: list[tuple[int, Upload, StoredVersion]]) -> None:
