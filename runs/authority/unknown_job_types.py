@@ -20,6 +20,10 @@ from runs import metrics
 from runs.models import Outbox, OutboxKind, Run, RunState
 
 REOFFER_MAX_SECONDS = 30
+# pass_over looks among the first this many claimable runs, in due order: a partial claim
+# costs a bounded read however long the queue, and a run further back is found when the
+# queue ahead of it has drained.
+PASS_OVER_WINDOW = 1000
 
 
 def pass_over(*, spare: int, resource_classes, job_types, reoffer: bool) -> dict[str, int]:
@@ -28,8 +32,10 @@ def pass_over(*, spare: int, resource_classes, job_types, reoffer: bool) -> dict
     their dispatch hints republished after a short delay. Returns {job type: runs}."""
     if spare <= 0:
         return {}
+    claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=list(resource_classes))
+    window = claimable.order_by("due_at").values("id")[:PASS_OVER_WINDOW]
     unknown = list(
-        Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=list(resource_classes))
+        Run.objects.filter(id__in=window)
         .exclude(job_type__in=list(job_types))
         .order_by("due_at")
         .values_list("id", "job_type", "resource_class")[:spare]

@@ -114,3 +114,22 @@ def test_embedded_dispatcher__claims_only_its_job_types_and_counts_the_others(te
         for executor in dispatcher.executors.values():
             executor.shutdown(wait=True)
     assert Run.objects.get(id=run_id).state == RunState.SUCCEEDED
+
+
+def test_pass_over__reads_a_bounded_window_of_the_queue__a_run_further_back_is_found_once_it_drains(
+    tenant, monkeypatch
+):
+    """A partial claim must not read a whole backlog: pass_over looks among the first
+    PASS_OVER_WINDOW claimable runs only."""
+    from runs.authority import unknown_job_types
+
+    monkeypatch.setattr(unknown_job_types, "PASS_OVER_WINDOW", 3)
+    known = queued_sleeps(tenant, 3)
+    [unknown] = queued_sleeps(tenant, 1)
+    Run.objects.filter(id=unknown).update(job_type="billing.export")
+    types = list(framework.declared_jobs())
+
+    assert authority.pass_over(spare=4, resource_classes=["short"], job_types=types, reoffer=False) == {}
+    assert [r.id for r in authority.claim_many(n=3, worker_label="w", job_types=types)] == known
+    assert authority.pass_over(spare=4, resource_classes=["short"], job_types=types, reoffer=False) == {
+        "billing.export": 1}
