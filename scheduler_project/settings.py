@@ -164,7 +164,7 @@ MAX_LEASE_SECONDS = 3600
 # process executes a claimed batch one run after another and publishes the results in one
 # group commit, so batches suit classes of sub-second jobs; each process also shrinks its
 # batch while its jobs take long (workers/batching.py).
-CLAIM_BATCH = env_sizes("CLAIM_BATCH", "short=16")
+CLAIM_BATCH = env_sizes("CLAIM_BATCH", "short=32")
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
