@@ -1,6 +1,7 @@
 """A burst of N zero-second demo.sleep runs due at one instant, executed by real processes.
 
     .venv/bin/python bench/burst.py --mode redis [--runs 10000] [--workers 2] [--concurrency 4] [--peer]
+                                    [--pool prefork|threads]
     .venv/bin/python bench/burst.py --mode embedded [--runs 10000]
 
 redis: PostgreSQL + scanner + relay + Celery workers (prefork) on Redis.
@@ -58,7 +59,8 @@ def start(mode, args, env, log_dir):
         commands["relay"] = [py, "manage.py", "relay"]
         for i in range(args.workers):
             commands[f"worker{i}"] = [py, "-m", "celery", "-A", "scheduler_project", "worker", "-Q", "short",
-                                      "-c", str(args.concurrency), "-n", f"bench{i}@%h", "--without-gossip",
+                                      "-c", str(args.concurrency), "-P", args.pool, "-n", f"bench{i}@%h",
+                                      "--without-gossip",
                                       "--without-mingle", "-l", "warning"]
     else:
         commands["dispatch"] = [py, "manage.py", "dispatch", "--pools", f"short={args.concurrency}"]
@@ -72,6 +74,8 @@ def main():
     parser.add_argument("--runs", type=int, default=10000)
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (redis mode)")
     parser.add_argument("--concurrency", type=int, default=4, help="slots per worker / embedded pool")
+    parser.add_argument("--pool", choices=["prefork", "threads"], default="prefork",
+                        help="the Celery workers' pool (redis mode; the peer gets the same)")
     parser.add_argument("--lead", type=float, default=8.0, help="seconds between set-up and the due instant")
     parser.add_argument("--peer", action="store_true",
                         help="redis mode: then run plain Celery (a no-op task, same worker shape) and print the ratio")
@@ -124,7 +128,8 @@ def main():
     span = runs.aggregate(last=Max("finished_at"), first=Min("started_at"))
     elapsed = (span["last"] - due).total_seconds()
     print(f"mode={args.mode} runs={args.runs} "
-          + (f"celery workers={args.workers}x{args.concurrency}" if args.mode == "redis" else f"pool={args.concurrency}"))
+          + (f"celery workers={args.workers}x{args.concurrency} {args.pool}" if args.mode == "redis"
+             else f"pool={args.concurrency}"))
     print(f"  due-to-start lateness: p50={percentile(lateness, 50):.2f}s p99={percentile(lateness, 99):.2f}s "
           f"max={max(lateness):.2f}s")
     print(f"  throughput: {args.runs / elapsed:,.0f} runs/s completed ({elapsed:.1f}s from due instant to last completion)")
@@ -147,7 +152,8 @@ def main():
     if args.peer and args.mode == "redis":
         from celery_peer import run_peer
 
-        peer = run_peer(args.runs, workers=args.workers, concurrency=args.concurrency, log_dir=var_dir)
+        peer = run_peer(args.runs, workers=args.workers, concurrency=args.concurrency, log_dir=var_dir,
+                        pool=args.pool)
         print(f"plain Celery peer, same worker shape: {peer['rate']:,.0f} tasks/s, start lateness "
               f"p50={peer['p50']:.2f}s p99={peer['p99']:.2f}s")
         print(f"  ratio this project / plain Celery: {args.runs / elapsed / peer['rate']:.3f}")

@@ -33,9 +33,9 @@ def noop(index: int) -> None:
     _client.rpush(STARTED, f"{index} {started}")
 
 
-def run_peer(n: int, *, workers: int, concurrency: int, log_dir, timeout: float = 600) -> dict:
-    """Publish ``n`` no-op tasks at one instant to ``workers`` x ``concurrency`` prefork
-    slots; returns completed tasks/s and start lateness p50/p99 against that instant."""
+def run_peer(n: int, *, workers: int, concurrency: int, log_dir, timeout: float = 600, pool: str = "prefork") -> dict:
+    """Publish ``n`` no-op tasks at one instant to ``workers`` x ``concurrency`` slots of
+    Celery's ``pool``; returns completed tasks/s and start lateness p50/p99 against that instant."""
     import subprocess
     import sys
     from pathlib import Path
@@ -48,7 +48,7 @@ def run_peer(n: int, *, workers: int, concurrency: int, log_dir, timeout: float 
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "celery_peer", "worker", "-Q", "peer", "-c", str(concurrency),
-             "-n", f"peer{i}@%h", "--without-gossip", "--without-mingle", "-l", "warning"],
+             "-P", pool, "-n", f"peer{i}@%h", "--without-gossip", "--without-mingle", "-l", "warning"],
             cwd=here, env=env, stdout=open(Path(log_dir) / f"peer{i}.log", "w"), stderr=subprocess.STDOUT,
         )
         for i in range(workers)

@@ -43,8 +43,9 @@ class FilesystemObjectStore:
         """Write new objects ``(key, bytes or file source, content type)`` with one round of
         fsyncs: every object is written to a temporary file, then every file is fsynced,
         then each is linked under its name, then their directories are fsynced (the first
-        commits the journal for all the links, the rest find nothing left to commit). Each object is judged on its own: its version, or what stopped it
-        (ObjectExists, ChecksumMismatch, an OSError); a failed one leaves nothing stored."""
+        commits the journal for all the links, the rest find nothing left to commit). Each
+        object is judged on its own: its version, or what stopped it (ObjectExists,
+        ChecksumMismatch, an OSError); a failed one leaves nothing stored."""
         results: list[StoredVersion | Exception | None] = [None] * len(items)
         written = []  # (index, version, open temp file, final path)
         for i, (key, data, content_type) in enumerate(items):

@@ -21,7 +21,9 @@ ATTEMPT, ATTEMPT_FIELDS = Attempt._meta.db_table, Attempt._meta.concrete_fields
 
 def now_sql() -> str:
     """The statement's time, as Django's Now() renders it."""
-    return "STATEMENT_TIMESTAMP()" if connection.vendor == "postgresql" else "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
+    if connection.vendor == "postgresql":
+        return "STATEMENT_TIMESTAMP()"
+    return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
 
 
 def among(column: str, values) -> tuple[str, list]:
