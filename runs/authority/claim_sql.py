@@ -105,6 +105,8 @@ def lock_tenants(ids: list[str], *, skip_locked: bool) -> set[str]:
 
 def recount(ids, extra: list[tuple[str, list]]) -> list[tuple]:
     """(id, running count, *``extra`` columns) of these tenants, read now."""
+    if not ids:
+        return []
     condition, params = among("t.id", ids)
     columns = "".join(f", {sql}" for sql, _ in extra)
     extra_params = [p for _, extra_params in extra for p in extra_params]

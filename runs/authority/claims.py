@@ -68,7 +68,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
                 break
             newly = claim_sql.lock_tenants(sorted(set(shares) - locked), skip_locked=round_number > 0)
             locked |= newly
-            for tenant_id, running, *reserved in claim_sql.recount(newly, reserve.running_columns()) if newly else ():
+            for tenant_id, running, *reserved in claim_sql.recount(newly, reserve.running_columns()):
                 load = loads[tenant_id]
                 # The exact counts, now that claims of this tenant (and of the locked classes) wait for us.
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, running, load.max_running)
@@ -98,9 +98,12 @@ def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> dict[
     classes' figures from the same statement."""
     rows = claim_sql.tenant_loads(classes, job_types, reserve.live_columns())
     if rows:
-        reserve.read_loads_row(rows[0][6:])
+        reserve.read_loads_row(rows[0][6:])  # the reserve's columns, the same on every row
     rows.sort(key=lambda row: (not row[4], row[3], row[0]))  # (not urgent, oldest, id)
-    return {row[0]: TenantLoad(row[0], row[1], row[5], row[2]) for row in rows}
+    return {
+        tenant_id: TenantLoad(tenant_id, weight, running, max_running)
+        for tenant_id, weight, max_running, _oldest, _urgent, running, *_ in rows
+    }
 
 
 def _observe(claimed: list[Run]) -> None:
