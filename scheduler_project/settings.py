@@ -260,6 +260,9 @@ CAPACITY_OBJECTIVE_SECONDS = env_int("CAPACITY_OBJECTIVE_SECONDS", 10)
 # Runtime statistics: accepted attempts of the last window, at most this many per job type.
 CAPACITY_STATS_WINDOW_SECONDS = env_int("CAPACITY_STATS_WINDOW_SECONDS", 7 * 86400)
 CAPACITY_STATS_SAMPLES = env_int("CAPACITY_STATS_SAMPLES", 1000)
+# A schedule with at least this many accepted attempts in the window is forecast with its
+# own mean duration; one with fewer with its job type's.
+CAPACITY_SCHEDULE_MIN_SAMPLES = env_int("CAPACITY_SCHEDULE_MIN_SAMPLES", 10)
 # Expected duration of a job type without any accepted attempt in the window.
 CAPACITY_DEFAULT_DURATION_SECONDS = env_int("CAPACITY_DEFAULT_DURATION_SECONDS", 5)
 # Worker processes report their slots this often; a report is alive this long.

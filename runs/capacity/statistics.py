@@ -1,16 +1,22 @@
-"""Runtime statistics per job type from accepted attempts over a rolling window: execution
-duration (claim to accepted completion) and queue delay (due to claim), separately."""
+"""Runtime statistics from accepted attempts over a rolling window, per job type and per
+schedule: execution duration (claim to accepted completion) and queue delay (due to claim),
+separately. Forecasts expect a run of a schedule with enough history of its own to last its
+own mean (`schedule_durations`), any other run its job type's."""
 
 import math
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F
 
 from runs.models import Run
 from scheduler_project.clock import authority_now
 
 QUANTILES = (50, 95, 99)
+ID_CHUNK = 500  # schedule ids per statement: below SQLite's 999 parameters, an index probe each on PostgreSQL
+_DURATION = ExpressionWrapper(F("accepted_attempt__finished_at") - F("accepted_attempt__started_at"),
+                              output_field=DurationField())
 
 
 def percentile(sorted_values: list[float], p: float) -> float | None:
@@ -22,7 +28,7 @@ def percentile(sorted_values: list[float], p: float) -> float | None:
 
 @dataclass(frozen=True)
 class RuntimeStats:
-    job_type: str
+    subject: str  # the job type's name, or the schedule's id
     samples: int
     duration: dict  # {"p50": s, "p95": s, "p99": s, "mean": s}, None without samples
     queue_delay: dict
@@ -44,21 +50,70 @@ def _round(value):
     return None if value is None else round(value, 3)
 
 
-def job_type_statistics(job_type: str, *, now=None) -> RuntimeStats:
-    """One job type's statistics from its latest accepted attempts inside the window."""
-    since = (now or authority_now()) - timedelta(seconds=settings.CAPACITY_STATS_WINDOW_SECONDS)
+def _since(now):
+    return (now or authority_now()) - timedelta(seconds=settings.CAPACITY_STATS_WINDOW_SECONDS)
+
+
+def _statistics(subject: str, accepted) -> RuntimeStats:
+    """The statistics of the latest CAPACITY_STATS_SAMPLES runs of `accepted` (runs with an
+    accepted attempt, finished inside the window)."""
     rows = list(
-        Run.objects.filter(job_type=job_type, accepted_attempt__isnull=False, finished_at__gte=since)
-        .order_by("-finished_at")
+        accepted.order_by("-finished_at")
         .values_list("accepted_attempt__started_at", "accepted_attempt__finished_at", "due_at")[
             : settings.CAPACITY_STATS_SAMPLES
         ]
     )
     durations = [(end - start).total_seconds() for start, end, _ in rows if end is not None]
     delays = [max(0.0, (start - due).total_seconds()) for start, _, due in rows]
-    return RuntimeStats(job_type, len(rows), _summary(durations), _summary(delays))
+    return RuntimeStats(subject, len(rows), _summary(durations), _summary(delays))
+
+
+def _accepted(now, **where):
+    return Run.objects.filter(accepted_attempt__isnull=False, finished_at__gte=_since(now), **where)
+
+
+def job_type_statistics(job_type: str, *, now=None) -> RuntimeStats:
+    """One job type's statistics from its latest accepted attempts inside the window."""
+    return _statistics(job_type, _accepted(now, job_type=job_type))
+
+
+def schedule_statistics(schedule_id: str, *, now=None) -> RuntimeStats:
+    """One schedule's statistics (every run of it, scheduled or manual) from its latest
+    accepted attempts inside the window."""
+    return _statistics(schedule_id, _accepted(now, schedule_id=schedule_id))
 
 
 def runtime_statistics(job_types, *, now=None) -> dict[str, RuntimeStats]:
     now = now or authority_now()
     return {name: job_type_statistics(name, now=now) for name in job_types}
+
+
+def schedule_durations(schedule_ids, *, now=None) -> dict[str, float]:
+    """{schedule id: seconds a run of it is expected to take} for those of `schedule_ids` with
+    at least CAPACITY_SCHEDULE_MIN_SAMPLES accepted attempts in the window: the mean of their
+    latest CAPACITY_STATS_SAMPLES, to two significant digits (so a wave of schedules whose
+    means differ by a hair still travels through the simulation as a few groups). One
+    grouped statement per ID_CHUNK ids, reading only those schedules' runs."""
+    now = now or authority_now()
+    ids = sorted({i for i in schedule_ids if i})
+    found: dict[str, float] = {}
+    for first in range(0, len(ids), ID_CHUNK):
+        rows = (_accepted(now, schedule_id__in=ids[first:first + ID_CHUNK]).values("schedule_id")
+                .annotate(n=Count("id"), mean=Avg(_DURATION)).filter(n__gte=settings.CAPACITY_SCHEDULE_MIN_SAMPLES)
+                .order_by().values_list("schedule_id", "n", "mean"))
+        for schedule_id, n, mean in rows:
+            if n > settings.CAPACITY_STATS_SAMPLES:  # a busy schedule: the mean of its latest samples only
+                seconds = schedule_statistics(schedule_id, now=now).duration["mean"]
+            else:
+                seconds = _round(_seconds(mean))
+            found[schedule_id] = two_significant_digits(seconds)
+    return found
+
+
+def _seconds(mean) -> float:
+    """An average duration as the backend returns it (a timedelta; microseconds on SQLite)."""
+    return mean.total_seconds() if isinstance(mean, timedelta) else float(mean) / 1e6
+
+
+def two_significant_digits(seconds: float) -> float:
+    return float(f"{seconds:.2g}")
