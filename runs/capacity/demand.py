@@ -22,11 +22,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Aggregate, Case, Count, DateTimeField, F, Q, TextField, Value, When
+from django.db.models.functions import Cast
 
 from runs.models import PendingReason, Run, RunState
 from schedules import recurrence
-from schedules.jitter import jittered
+from schedules.jitter import MAX_JITTER_SECONDS, jittered
 from schedules.models import Schedule
 
 # Instants one distinct rule contributes at most to one range (a 7-day range of a minutely rule: 10,080).
@@ -67,29 +68,35 @@ def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime) -> list
     return [at for at in found if at < end]
 
 
-def occurrence_instants(source: Source, start: datetime, end: datetime,
-                        first: datetime | None = None) -> list[tuple[datetime, datetime]]:
+def occurrence_instants(source: Source, start: datetime, end: datetime, first: datetime | None = None,
+                        walked: list[datetime] | None = None) -> list[tuple[datetime, datetime]]:
     """(nominal instant, due instant) of one schedule's occurrences due in [start, end), each
     due at its jittered instant, from its next instant `first` on (None: every one). A jitter
-    may push an occurrence of an instant just before `start` into the range: looked for too."""
-    instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first)
+    may push an occurrence of an instant just before `start` into the range: looked for too.
+    `walked`, given, holds the rule's instants from MAX_JITTER_SECONDS before `start` to `end`
+    (walked once for every schedule of the rule)."""
+    instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first, walked)
     pairs = ((at, jittered(source.schedule_id, at, source.jitter_seconds)) for at in instants)
     return [(at, due) for at, due in pairs if start <= due < end]
 
 
-def source_due(source: Source, start: datetime, end: datetime, first: datetime | None = None) -> list[Due]:
+def source_due(source: Source, start: datetime, end: datetime, first: datetime | None = None,
+               walked: list[datetime] | None = None) -> list[Due]:
     """One schedule's occurrences due in [start, end) (occurrence_instants), counted per due instant."""
-    due = Counter(at for _, at in occurrence_instants(source, start, end, first))
+    due = Counter(at for _, at in occurrence_instants(source, start, end, first, walked))
     return [Due(at, source.resource_class, source.job_type, source.tenant_id, n, source.duration)
             for at, n in due.items()]
 
 
-def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: datetime | None) -> list[datetime]:
+def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: datetime | None,
+                walked: list[datetime] | None = None) -> list[datetime]:
     """The instants a schedule whose next instant is `first` has in [start, end): `first`
-    itself (after_completion, or off the rule's grid) and the rule's from it on."""
+    itself (after_completion, or off the rule's grid) and the rule's from it on (read from
+    `walked`, the rule's instants from before `start` to `end`, when given)."""
     if rule.kind == "after_completion":
         return [first] if first is not None and start <= first < end else []
-    instants = rule_instants(rule, start if first is None else max(start, first), end)
+    lowest = start if first is None else max(start, first)
+    instants = rule_instants(rule, lowest, end) if walked is None else walked[bisect.bisect_left(walked, lowest):]
     if first is not None and start <= first < end and (not instants or instants[0] != first):
         instants.insert(0, first)
     return instants
@@ -102,31 +109,61 @@ def live_sources(*, exclude: str | None = None, before: datetime | None = None,
     whose next instant is later has nothing due earlier, jitter only adds to an instant).
     Schedules without jitter that share their rule, job type, tenant and expected duration
     are one source."""
+    live = _live(exclude, before)
+    rows = _live_rows(live)
+    own = durations(live.values("id")) if durations else {}
+    groups: dict[tuple, list] = defaultdict(list)
+    for ids, tenant_id, job_type, rc, text, anchor, jitter, next_run_at in rows:
+        for schedule_id in ids:
+            key = (schedule_id if jitter else None, tenant_id, job_type, rc, text, anchor, own.get(schedule_id))
+            groups[key].append((schedule_id, jitter, next_run_at))
+    sources, parsed = [], {}
+    for (_, tenant_id, job_type, rc, text, anchor, duration), members in groups.items():
+        schedule_id, jitter, _ = members[0]
+        if (text, anchor) not in parsed:  # jittered schedules of one rule: parsed once
+            try:
+                parsed[text, anchor] = recurrence.parse_rule(json.loads(text), default_anchor=anchor)
+            except recurrence.RecurrenceError:
+                parsed[text, anchor] = None  # stored under older, looser rules: the scanner cannot run it either
+        if parsed[text, anchor] is not None:
+            source = Source(schedule_id, tenant_id, job_type, rc, parsed[text, anchor], jitter, duration)
+            sources.append((source, [m[2] for m in members]))
+    return sources
+
+
+class _Joined(Aggregate):
+    """The group's values joined by commas (ids hold none): a wave of thousands of schedules
+    with one rule and one next instant is one row, not thousands."""
+
+    function = "STRING_AGG"
+    template = "%(function)s(%(expressions)s, ',')"
+    output_field = TextField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, function="GROUP_CONCAT", **extra_context)
+
+
+def _live(exclude: str | None, before: datetime | None):
     rows = Schedule.objects.filter(deleted_at__isnull=True, paused=False, next_run_at__isnull=False)
     if before is not None:
         rows = rows.filter(next_run_at__lt=before)
-    if exclude:
-        rows = rows.exclude(id=exclude)
-    rows = list(rows.values_list("id", "tenant_id", "job_type_id", "job_type__resource_class", "recurrence",
-                                 "created_at", "jitter_seconds", "next_run_at").iterator(chunk_size=5000))
-    own = durations([row[0] for row in rows]) if durations else {}
-    groups: dict[tuple, list] = defaultdict(list)
-    for schedule_id, tenant_id, job_type, rc, rule, created_at, jitter, next_run_at in rows:
-        text = rule if isinstance(rule, str) else json.dumps(rule, sort_keys=True)
-        unanchored = '"interval"' in text and '"anchor"' not in text  # anchored at its creation
-        key = (schedule_id if jitter else None, tenant_id, job_type, rc, text, created_at if unanchored else None,
-               own.get(schedule_id))
-        groups[key].append((schedule_id, created_at, jitter, next_run_at))
-    sources = []
-    for (_, tenant_id, job_type, rc, text, _, duration), members in groups.items():
-        schedule_id, created_at, jitter, _ = members[0]
-        try:
-            rule = recurrence.parse_rule(json.loads(text), default_anchor=created_at)
-        except recurrence.RecurrenceError:
-            continue  # stored under older, looser rules: the scanner cannot run it either
-        source = Source(schedule_id, tenant_id, job_type, rc, rule, jitter, duration)
-        sources.append((source, [m[3] for m in members]))
-    return sources
+    return rows.exclude(id=exclude) if exclude else rows
+
+
+def _live_rows(rows) -> list[tuple]:
+    """(ids, tenant, job type, class, rule as JSON text, anchor, jitter, next instant) of the
+    schedules of `rows`, grouped. The anchor is the creation time of an interval rule without
+    an anchor of its own (it is anchored there), else null."""
+    unanchored = Q(recurrence__kind="interval") & ~Q(recurrence__has_key="anchor")
+    rows = rows.annotate(
+        rule=Cast("recurrence", TextField()),
+        anchor=Case(When(unanchored, then=F("created_at")), default=Value(None), output_field=DateTimeField()),
+    ).values("tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds", "next_run_at")
+    rows = rows.annotate(ids=_Joined("id")).order_by("next_run_at", "tenant_id", "job_type_id", "rule", "anchor",
+                                                     "jitter_seconds")  # a stable order: the same forecast each time
+    return [(ids.split(","), *rest) for ids, *rest in rows.values_list(
+        "ids", "tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds",
+        "next_run_at")]
 
 
 def strict_schedules(resource_class: str, *, exclude: str | None, before: datetime) -> list[tuple[Source, datetime, int]]:
@@ -153,18 +190,21 @@ def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = Non
                     extra: list[Source] = (), durations=None) -> list[Due]:
     """Every occurrence due in [start, end): the live schedules' (but `exclude`) from their
     next instants, `extra`'s from `start`, and the materialized ones (`materialized_due`)."""
-    resolved: dict[str, list[datetime]] = {}
+    resolved: dict[tuple, list[datetime]] = {}  # each rule walked once (twice with jitter: from earlier)
     due: list[Due] = materialized_due(start, end, durations=durations)
     live = live_sources(exclude=exclude, before=end, durations=durations)
     for source, firsts in [*live, *((s, [None]) for s in extra)]:
-        if source.jitter_seconds or source.rule.kind == "after_completion":
-            for first in firsts:
-                due.extend(source_due(source, start, end, first=first))
+        if source.rule.kind == "after_completion":
+            due.extend(d for first in firsts for d in source_due(source, start, end, first=first))
             continue
-        key = json.dumps(source.rule.to_dict(), sort_keys=True)
+        jitter = bool(source.jitter_seconds)
+        key = (json.dumps(source.rule.to_dict(), sort_keys=True), jitter)
         if key not in resolved:
-            resolved[key] = rule_instants(source.rule, start, end)
-        due.extend(_shared_due(source, resolved[key], firsts, start, end))
+            resolved[key] = rule_instants(source.rule, start - timedelta(seconds=MAX_JITTER_SECONDS * jitter), end)
+        if jitter:
+            due.extend(d for first in firsts for d in source_due(source, start, end, first, resolved[key]))
+        else:
+            due.extend(_shared_due(source, resolved[key], firsts, start, end))
     return due
 
 

@@ -6,7 +6,7 @@ and it starts with the slots busy with running work and the claimable backlog. A
 expected to take its schedule's own mean where the schedule has enough history
 (statistics.schedule_durations), else its job type's."""
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -106,12 +106,15 @@ def class_work(start, due: list[Due], expected: dict, tenant_id) -> dict[str, _W
     each class's arrivals and busy slots, each run expected to take its schedule's own mean
     (schedule_durations) or its job type's."""
     work: dict[str, _Work] = defaultdict(_Work)
+    arrivals: dict[str, Counter] = defaultdict(Counter)  # alike occurrences travel as one arrival
     for d in due:
         offset = (d.at - start).total_seconds()
         mine = tenant_id is None or d.tenant_id == tenant_id
         key = int(offset // MINUTE) if mine else None
         duration = d.duration if d.duration is not None else expected[d.job_type]
-        work[d.resource_class].arrivals.append(Arrival(offset, duration, d.count, key))
+        arrivals[d.resource_class][offset, duration, key] += d.count
+    for rc, counts in arrivals.items():
+        work[rc].arrivals.extend(Arrival(at, duration, n, key) for (at, duration, key), n in counts.items())
     now = authority_now()
     running = list(Run.objects.filter(state=RunState.RUNNING).values_list(
         "resource_class", "job_type", "schedule_id", "started_at"))

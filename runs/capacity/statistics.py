@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F
+from django.db import connection
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, QuerySet
 
 from runs.models import Run
 from scheduler_project.clock import authority_now
 
 QUANTILES = (50, 95, 99)
-ID_CHUNK = 500  # schedule ids per statement: below SQLite's 999 parameters, an index probe each on PostgreSQL
 _DURATION = ExpressionWrapper(F("accepted_attempt__finished_at") - F("accepted_attempt__started_at"),
                               output_field=DurationField())
 
@@ -84,21 +84,32 @@ def schedule_statistics(schedule_id: str, *, now=None) -> RuntimeStats:
 
 
 def runtime_statistics(job_types, *, now=None) -> dict[str, RuntimeStats]:
+    """Each of `job_types`' statistics. One statement finds the types with samples in the
+    window; only those are read further (a type without any would read the whole window)."""
     now = now or authority_now()
-    return {name: job_type_statistics(name, now=now) for name in job_types}
+    names = list(job_types)
+    sampled = set(_accepted(now, job_type__in=names).values_list("job_type", flat=True).distinct()) if names else ()
+    return {name: job_type_statistics(name, now=now) if name in sampled else RuntimeStats(name, 0, _summary([]),
+                                                                                          _summary([]))
+            for name in names}
 
 
-def schedule_durations(schedule_ids, *, now=None) -> dict[str, float]:
-    """{schedule id: seconds a run of it is expected to take} for those of `schedule_ids` with
-    at least CAPACITY_SCHEDULE_MIN_SAMPLES accepted attempts in the window: the mean of their
-    latest CAPACITY_STATS_SAMPLES, to two significant digits (so a wave of schedules whose
-    means differ by a hair still travels through the simulation as a few groups). One
-    grouped statement per ID_CHUNK ids, reading only those schedules' runs."""
+def schedule_durations(schedules, *, now=None) -> dict[str, float]:
+    """{schedule id: seconds a run of it is expected to take} for those of `schedules` (ids,
+    or a query of schedules' ids) with at least CAPACITY_SCHEDULE_MIN_SAMPLES accepted
+    attempts in the window: the mean of their latest CAPACITY_STATS_SAMPLES, to two
+    significant digits (so a wave of schedules whose means differ by a hair still travels
+    through the simulation as a few groups). Reads only those schedules' runs: a query in
+    one statement, ids in statements of _ids_per_statement()."""
     now = now or authority_now()
-    ids = sorted({i for i in schedule_ids if i})
+    if isinstance(schedules, QuerySet):
+        chunks = [schedules]
+    else:
+        ids, size = sorted({i for i in schedules if i}), _ids_per_statement()
+        chunks = [ids[first:first + size] for first in range(0, len(ids), size)]
     found: dict[str, float] = {}
-    for first in range(0, len(ids), ID_CHUNK):
-        rows = (_accepted(now, schedule_id__in=ids[first:first + ID_CHUNK]).values("schedule_id")
+    for chunk in chunks:
+        rows = (_accepted(now, schedule_id__in=chunk).values("schedule_id")
                 .annotate(n=Count("id"), mean=Avg(_DURATION)).filter(n__gte=settings.CAPACITY_SCHEDULE_MIN_SAMPLES)
                 .order_by().values_list("schedule_id", "n", "mean"))
         for schedule_id, n, mean in rows:
@@ -108,6 +119,12 @@ def schedule_durations(schedule_ids, *, now=None) -> dict[str, float]:
                 seconds = _round(_seconds(mean))
             found[schedule_id] = two_significant_digits(seconds)
     return found
+
+
+def _ids_per_statement() -> int:
+    """SQLite takes at most 999 parameters; PostgreSQL has no limit, but each id costs Django
+    and the driver time of their own (a long list is better a query: see above)."""
+    return min(connection.features.max_query_params or 1000, 1000) - 1
 
 
 def _seconds(mean) -> float:

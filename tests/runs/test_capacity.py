@@ -178,3 +178,16 @@ def test_forecast__a_schedule_with_history_is_expected_to_take_its_own_mean(tena
     start = datetime(2030, 1, 7, 8, 58, tzinfo=UTC)
     [row] = forecast(start, start + timedelta(minutes=5)).rows
     assert (row.minute.hour, row.due, row.slot_seconds) == (9, 3, 1 + 4 + 3)
+
+
+def test_demand__an_interval_without_anchor_is_anchored_at_each_schedules_creation(tenant):
+    """Rows stored before creation anchored them: grouped in one statement, but never across
+    creation times: each walks from its own."""
+    rule = {"kind": "interval", "everySeconds": 600, "timezone": "UTC"}
+    first, second = (create_schedule(tenant, name=n, recurrence=rule) for n in ("first", "second"))
+    start = datetime(2030, 1, 7, 8, 0, tzinfo=UTC)
+    for schedule, created in ((first, start - timedelta(seconds=60)), (second, start - timedelta(seconds=300))):
+        Schedule.objects.filter(id=schedule.id).update(recurrence=rule, created_at=created,
+                                                       next_run_at=start - timedelta(hours=1))
+    due = sorted((d.at.strftime("%H:%M"), d.count) for d in occurrences_due(start, start + timedelta(minutes=20)))
+    assert due == [("08:05", 1), ("08:09", 1), ("08:15", 1), ("08:19", 1)]
