@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView
+from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
 from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunResultView
 from schedules.views import (
     JobTypeListView,
@@ -29,6 +29,7 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/revisions", ScheduleRevisionsView.as_view(), name="schedule-revisions"),
     path("schedules/<str:schedule_id>/preview", ScheduleInstantsView.as_view(), name="schedule-instants"),
     path("schedules/<str:schedule_id>/backfill", ScheduleBackfillView.as_view(), name="schedule-backfill"),
+    path("schedules/<str:schedule_id>/statistics", ScheduleStatisticsView.as_view(), name="schedule-statistics"),
     path("capacity/forecast", CapacityForecastView.as_view(), name="capacity-forecast"),
     path("runs", RunCollectionView.as_view(), name="run-list"),
     path("runs/<str:run_id>", RunDetailView.as_view(), name="run-detail"),

@@ -260,6 +260,9 @@ CAPACITY_OBJECTIVE_SECONDS = env_int("CAPACITY_OBJECTIVE_SECONDS", 10)
 # Runtime statistics: accepted attempts of the last window, at most this many per job type.
 CAPACITY_STATS_WINDOW_SECONDS = env_int("CAPACITY_STATS_WINDOW_SECONDS", 7 * 86400)
 CAPACITY_STATS_SAMPLES = env_int("CAPACITY_STATS_SAMPLES", 1000)
+# A schedule with at least this many accepted attempts in the window is forecast with its
+# own mean duration; one with fewer with its job type's.
+CAPACITY_SCHEDULE_MIN_SAMPLES = env_int("CAPACITY_SCHEDULE_MIN_SAMPLES", 10)
 # Expected duration of a job type without any accepted attempt in the window.
 CAPACITY_DEFAULT_DURATION_SECONDS = env_int("CAPACITY_DEFAULT_DURATION_SECONDS", 5)
 # Worker processes report their slots this often; a report is alive this long.
@@ -268,6 +271,9 @@ CAPACITY_REPORT_TTL_SECONDS = env_int("CAPACITY_REPORT_TTL_SECONDS", 30)
 # scheduler_required_slots looks this far ahead; admission checks a strict schedule's waves this far.
 CAPACITY_GAUGE_HORIZON_SECONDS = env_int("CAPACITY_GAUGE_HORIZON_SECONDS", 900)
 CAPACITY_ADMISSION_HORIZON_SECONDS = env_int("CAPACITY_ADMISSION_HORIZON_SECONDS", 86400)
+# A process computes scheduler_required_slots at most this often (0: at every scrape), over
+# the horizon plus this interval, so a cached value still sees every wave of the horizon.
+CAPACITY_GAUGE_CACHE_SECONDS = env_int("CAPACITY_GAUGE_CACHE_SECONDS", 60)
 # Share of each resource class's live slots that only strict runs (of schedules with
 # startDeadlineSeconds) may take: ordinary runs are claimed only while the class's running
 # ordinary runs stay below (1 - share) x its live slots. 0 reserves nothing.

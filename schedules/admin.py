@@ -10,6 +10,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from runs.authority import run_once, schedule_resume
+from runs.capacity.statistics import job_type_statistics, schedule_durations, schedule_statistics
 from runs.models import Run
 from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
 from schedules.models import ApiToken, JobType, Schedule, ShadowDisagreement, Tenant
@@ -45,15 +46,38 @@ def apply_to_each(modeladmin, request, queryset, operation, verb):
         modeladmin.message_user(request, f"{verb} {done} item(s).", level=messages.SUCCESS)
 
 
+def statistics_table(stats, expected: float, source: str):
+    """Runtime statistics (runs.capacity.statistics.RuntimeStats) as a small table, with the
+    duration forecasts expect of one run and where that figure comes from."""
+    rows = format_html_join("\n", "<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", (
+        (label, *(_seconds(values[key]) for key in ("p50", "p95", "p99", "mean")))
+        for label, values in (("duration", stats.duration), ("queue delay", stats.queue_delay))
+    ))
+    return format_html(
+        "<table><thead><tr><th></th><th>p50</th><th>p95</th><th>p99</th><th>mean</th></tr></thead><tbody>{}</tbody>"
+        "</table><p>{} accepted attempts in the window; forecasts expect {} per run ({})</p>",
+        rows, stats.samples, _seconds(expected), source,
+    )
+
+
+def _seconds(value) -> str:
+    return "-" if value is None else f"{value:g} s"
+
+
 @admin.register(JobType)
 class JobTypeAdmin(admin.ModelAdmin):
     list_display = ("name", "resource_class", "default_lease_seconds", "max_attempts", "enabled")
     list_filter = ("resource_class", "enabled")
-    readonly_fields = ("name", "params_schema", "params_schema_version")
+    readonly_fields = ("name", "params_schema", "params_schema_version", "runtime_statistics")
 
     def get_readonly_fields(self, request, obj=None):
         # A new type needs its name; an existing one keeps its identity and schema.
         return () if obj is None else self.readonly_fields
+
+    @admin.display(description="runtime statistics (rolling window)")
+    def runtime_statistics(self, obj):
+        stats = job_type_statistics(obj.name)
+        return statistics_table(stats, stats.expected_duration(), "its mean, or the default without samples")
 
 
 @admin.register(Tenant)
@@ -157,11 +181,12 @@ class ScheduleAdmin(admin.ModelAdmin):
         return [
             *editable,
             ("Times, in the schedule's zone", {"fields": TIMES}),
+            ("Runtime statistics (rolling window)", {"fields": ("runtime_statistics",)}),
             (f"Recent runs (last {RECENT_RUNS})", {"fields": ("recent_runs",)}),
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else (*SUMMARY, *TIMES, "recent_runs")
+        return () if obj is None else (*SUMMARY, *TIMES, "runtime_statistics", "recent_runs")
 
     def save_model(self, request, obj, form, change):
         """Nothing left to write: the form's service call wrote the schedule and its revision."""
@@ -197,6 +222,14 @@ class ScheduleAdmin(admin.ModelAdmin):
         except RecurrenceError as exc:
             return f"invalid recurrence: {exc}"
         return format_html_join("\n", "<div>{}</div>", ((line,) for line in preview_lines(rule)))
+
+    @admin.display(description="this schedule's accepted attempts")
+    def runtime_statistics(self, obj):
+        own = schedule_durations([obj.id]).get(obj.id)
+        if own is not None:
+            return statistics_table(schedule_statistics(obj.id), own, "its own mean")
+        return statistics_table(schedule_statistics(obj.id), job_type_statistics(obj.job_type_id).expected_duration(),
+                                "its job type's: too few samples of its own")
 
     @admin.display(description="runs")
     def recent_runs(self, obj):

@@ -6,6 +6,8 @@ forecast or a preview agree, and a retry never moves it."""
 import hashlib
 from datetime import datetime, timedelta, timezone
 
+MAX_JITTER_SECONDS = 3600  # the largest jitterSeconds a schedule may have
+
 
 def jitter_offset(schedule_id: str, instant: datetime, jitter_seconds: int) -> int:
     """Whole seconds in [0, jitter_seconds] for this schedule's occurrence at `instant`."""

@@ -90,6 +90,22 @@ def succeeded_run(tenant, *, data: bytes = REPORT, **schedule_kw) -> Run:
     return publish(run, stage(run, data))
 
 
+def accepted_history(schedule: Schedule, seconds: list[float], *, delay: float = 0.0) -> list[Run]:
+    """One succeeded run of `schedule` per entry of `seconds`, oldest first, whose accepted
+    attempt took that long and was claimed `delay` after its due instant (the attempt's
+    times moved in the database, as time passing would have set them)."""
+    runs = []
+    for took in seconds:
+        run = start_run(schedule)
+        run = publish(run, stage(run, REPORT))
+        started = authority_now() - timedelta(minutes=5)
+        Attempt.objects.filter(id=run.accepted_attempt_id).update(
+            started_at=started, finished_at=started + timedelta(seconds=took))
+        Run.objects.filter(id=run.id).update(due_at=started - timedelta(seconds=delay))
+        runs.append(run)
+    return runs
+
+
 def set_lease_deadline(run_id: str, deadline: datetime) -> None:
     Run.objects.filter(id=run_id).update(lease_expires_at=deadline)
     Attempt.objects.filter(run_id=run_id, state="running").update(lease_expires_at=deadline)

@@ -33,3 +33,12 @@ def tenant(db):
 
     return make_tenant("acme")
 from tests.servers import moto_server, private_redis, s3_store, file_store  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def fresh_capacity_gauges():
+    """/metrics computes scheduler_required_slots afresh in every test: its per-process cache
+    would otherwise carry one test's database into the next."""
+    from runs.capacity.gauges import forget_cached_figures
+
+    forget_cached_figures()

@@ -43,11 +43,13 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
         rule = recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
         if rule.kind == "after_completion":
             raise InvalidState("an after_completion schedule has no instants of its own to backfill")
-        if schedule.next_run_at is None:
+        if schedule.paused:
             raise InvalidState("a paused schedule is backfilled after it resumes")
         # From its next instant on, the scanner creates the occurrences (misfire catch-up
-        # included): a backfill stops before it, so the two never write the same instant.
-        end = min(end, schedule.next_run_at)
+        # included): a backfill stops before it, so the two never write the same instant. A rule
+        # without a next instant (a `once` that has passed) leaves the scanner nothing to write.
+        if schedule.next_run_at is not None:
+            end = min(end, schedule.next_run_at)
         tick = timedelta(microseconds=1)
         instants = recurrence.instants_between(rule, start - tick, end - tick, MAX_BACKFILL_INSTANTS + 1) if end > start else []
         if len(instants) > MAX_BACKFILL_INSTANTS:

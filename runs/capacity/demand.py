@@ -10,7 +10,11 @@ on, each due at its jittered instant; an after_completion schedule only its next
 from the runs instead: waiting for their due instant (a jittered or future manual run) or
 queued with a due instant in the range, so no occurrence counts twice. Schedules without
 jitter that share a rule (the 09:00 wave of thousands of schedules) are resolved once,
-each joining the rule's instants at its own next instant."""
+each joining the rule's instants at its own next instant.
+
+With `durations` (runs.capacity.statistics.schedule_durations), an occurrence of a schedule
+with enough history of its own carries its expected duration (`Due.duration`); the others
+carry None: their job type's. Schedules sharing a rule share a source only with the same."""
 
 import bisect
 import json
@@ -18,11 +22,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Aggregate, Case, Count, DateTimeField, F, Q, TextField, Value, When
+from django.db.models.functions import Cast
 
 from runs.models import PendingReason, Run, RunState
 from schedules import recurrence
-from schedules.jitter import jittered
+from schedules.jitter import MAX_JITTER_SECONDS, jittered
 from schedules.models import Schedule
 
 # Instants one distinct rule contributes at most to one range (a 7-day range of a minutely rule: 10,080).
@@ -41,6 +46,7 @@ class Due:
     job_type: str
     tenant_id: str
     count: int
+    duration: float | None = None  # seconds a run is expected to take; None: its job type's
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class Source:
     resource_class: str
     rule: recurrence.Rule
     jitter_seconds: int = 0
+    duration: float | None = None
 
 
 def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime) -> list[datetime]:
@@ -61,70 +68,143 @@ def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime) -> list
     return [at for at in found if at < end]
 
 
-def source_due(source: Source, start: datetime, end: datetime, instants=None,
-               first: datetime | None = None) -> list[Due]:
-    """One schedule's occurrences due in [start, end), each at its jittered instant, from its
-    next instant `first` on (None: every one). A jitter may push an occurrence of an instant
-    just before `start` into the range: looked for too."""
-    if instants is None:
-        instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first)
-    due = Counter(jittered(source.schedule_id, at, source.jitter_seconds) for at in instants)
-    return [Due(at, source.resource_class, source.job_type, source.tenant_id, n)
-            for at, n in due.items() if start <= at < end]
+def occurrence_instants(source: Source, start: datetime, end: datetime, first: datetime | None = None,
+                        walked: list[datetime] | None = None) -> list[tuple[datetime, datetime]]:
+    """(nominal instant, due instant) of one schedule's occurrences due in [start, end), each
+    due at its jittered instant, from its next instant `first` on (None: every one). A jitter
+    may push an occurrence of an instant just before `start` into the range: looked for too.
+    `walked`, given, holds the rule's instants from MAX_JITTER_SECONDS before `start` to `end`
+    (walked once for every schedule of the rule)."""
+    instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first, walked)
+    pairs = ((at, jittered(source.schedule_id, at, source.jitter_seconds)) for at in instants)
+    return [(at, due) for at, due in pairs if start <= due < end]
 
 
-def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: datetime | None) -> list[datetime]:
+def source_due(source: Source, start: datetime, end: datetime, first: datetime | None = None,
+               walked: list[datetime] | None = None) -> list[Due]:
+    """One schedule's occurrences due in [start, end) (occurrence_instants), counted per due instant."""
+    due = Counter(at for _, at in occurrence_instants(source, start, end, first, walked))
+    return [Due(at, source.resource_class, source.job_type, source.tenant_id, n, source.duration)
+            for at, n in due.items()]
+
+
+def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: datetime | None,
+                walked: list[datetime] | None = None) -> list[datetime]:
     """The instants a schedule whose next instant is `first` has in [start, end): `first`
-    itself (after_completion, or off the rule's grid) and the rule's from it on."""
+    itself (after_completion, or off the rule's grid) and the rule's from it on (read from
+    `walked`, the rule's instants from before `start` to `end`, when given)."""
     if rule.kind == "after_completion":
         return [first] if first is not None and start <= first < end else []
-    instants = rule_instants(rule, start if first is None else max(start, first), end)
+    lowest = start if first is None else max(start, first)
+    instants = rule_instants(rule, lowest, end) if walked is None else walked[bisect.bisect_left(walked, lowest):]
     if first is not None and start <= first < end and (not instants or instants[0] != first):
         instants.insert(0, first)
     return instants
 
 
-def live_sources(*, exclude: str | None = None) -> list[tuple[Source, list[datetime]]]:
+def live_sources(*, exclude: str | None = None, before: datetime | None = None,
+                 durations=None) -> list[tuple[Source, list[datetime]]]:
     """(source, the next instants of the schedules sharing it) for every schedule that will
-    run: not deleted, not paused, with a next instant. Schedules without jitter that share
-    their rule, job type and tenant are one source."""
-    rows = Schedule.objects.filter(deleted_at__isnull=True, paused=False, next_run_at__isnull=False)
-    if exclude:
-        rows = rows.exclude(id=exclude)
+    run: not deleted, not paused, with a next instant (before `before`, when given: a schedule
+    whose next instant is later has nothing due earlier, jitter only adds to an instant).
+    Schedules without jitter that share their rule, job type, tenant and expected duration
+    are one source."""
+    live = _live(exclude, before)
+    rows = _live_rows(live)
+    own = durations(live.values("id")) if durations else {}
     groups: dict[tuple, list] = defaultdict(list)
-    for row in rows.values_list("id", "tenant_id", "job_type_id", "job_type__resource_class", "recurrence",
-                                "created_at", "jitter_seconds", "next_run_at").iterator(chunk_size=5000):
-        schedule_id, tenant_id, job_type, rc, rule, created_at, jitter, next_run_at = row
-        text = rule if isinstance(rule, str) else json.dumps(rule, sort_keys=True)
-        unanchored = '"interval"' in text and '"anchor"' not in text  # anchored at its creation
-        key = (schedule_id if jitter else None, tenant_id, job_type, rc, text, created_at if unanchored else None)
-        groups[key].append((schedule_id, created_at, jitter, next_run_at))
-    sources = []
-    for (_, tenant_id, job_type, rc, text, _), members in groups.items():
-        schedule_id, created_at, jitter, _ = members[0]
-        try:
-            rule = recurrence.parse_rule(json.loads(text), default_anchor=created_at)
-        except recurrence.RecurrenceError:
-            continue  # stored under older, looser rules: the scanner cannot run it either
-        sources.append((Source(schedule_id, tenant_id, job_type, rc, rule, jitter), [m[3] for m in members]))
+    for ids, tenant_id, job_type, rc, text, anchor, jitter, next_run_at in rows:
+        for schedule_id in ids:
+            key = (schedule_id if jitter else None, tenant_id, job_type, rc, text, anchor, own.get(schedule_id))
+            groups[key].append((schedule_id, jitter, next_run_at))
+    sources, parsed = [], {}
+    for (_, tenant_id, job_type, rc, text, anchor, duration), members in groups.items():
+        schedule_id, jitter, _ = members[0]
+        if (text, anchor) not in parsed:  # jittered schedules of one rule: parsed once
+            try:
+                parsed[text, anchor] = recurrence.parse_rule(json.loads(text), default_anchor=anchor)
+            except recurrence.RecurrenceError:
+                parsed[text, anchor] = None  # stored under older, looser rules: the scanner cannot run it either
+        if parsed[text, anchor] is not None:
+            source = Source(schedule_id, tenant_id, job_type, rc, parsed[text, anchor], jitter, duration)
+            sources.append((source, [m[2] for m in members]))
     return sources
 
 
+class _Joined(Aggregate):
+    """The group's values joined by commas (ids hold none): a wave of thousands of schedules
+    with one rule and one next instant is one row, not thousands."""
+
+    function = "STRING_AGG"
+    template = "%(function)s(%(expressions)s, ',')"
+    output_field = TextField()
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        return super().as_sql(compiler, connection, function="GROUP_CONCAT", **extra_context)
+
+
+def _live(exclude: str | None, before: datetime | None):
+    rows = Schedule.objects.filter(deleted_at__isnull=True, paused=False, next_run_at__isnull=False)
+    if before is not None:
+        rows = rows.filter(next_run_at__lt=before)
+    return rows.exclude(id=exclude) if exclude else rows
+
+
+def _live_rows(rows) -> list[tuple]:
+    """(ids, tenant, job type, class, rule as JSON text, anchor, jitter, next instant) of the
+    schedules of `rows`, grouped. The anchor is the creation time of an interval rule without
+    an anchor of its own (it is anchored there), else null."""
+    unanchored = Q(recurrence__kind="interval") & ~Q(recurrence__has_key="anchor")
+    rows = rows.annotate(
+        rule=Cast("recurrence", TextField()),
+        anchor=Case(When(unanchored, then=F("created_at")), default=Value(None), output_field=DateTimeField()),
+    ).values("tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds", "next_run_at")
+    rows = rows.annotate(ids=_Joined("id")).order_by("next_run_at", "tenant_id", "job_type_id", "rule", "anchor",
+                                                     "jitter_seconds")  # a stable order: the same forecast each time
+    return [(ids.split(","), *rest) for ids, *rest in rows.values_list(
+        "ids", "tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds",
+        "next_run_at")]
+
+
+def strict_schedules(resource_class: str, *, exclude: str | None, before: datetime) -> list[tuple[Source, datetime, int]]:
+    """(source, next instant, startDeadlineSeconds) of every live strict schedule of the
+    class with a rule of its own instants (not after_completion) and a next instant before
+    `before`, but `exclude`: the promises an admission must not break."""
+    rows = (Schedule.objects.filter(deleted_at__isnull=True, paused=False, next_run_at__lt=before,
+                                    start_deadline_seconds__gte=1, job_type__resource_class=resource_class)
+            .exclude(id=exclude or "").order_by("next_run_at", "id")
+            .values_list("id", "tenant_id", "job_type_id", "recurrence", "created_at", "jitter_seconds", "next_run_at",
+                         "start_deadline_seconds"))
+    found = []
+    for schedule_id, tenant_id, job_type, rule, created_at, jitter, next_run_at, deadline in rows:
+        try:
+            rule = recurrence.parse_rule(rule, default_anchor=created_at)
+        except recurrence.RecurrenceError:
+            continue  # stored under older, looser rules: the scanner cannot run it either
+        if rule.kind != "after_completion":
+            found.append((Source(schedule_id, tenant_id, job_type, resource_class, rule, jitter), next_run_at, deadline))
+    return found
+
+
 def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = None,
-                    extra: list[Source] = ()) -> list[Due]:
+                    extra: list[Source] = (), durations=None) -> list[Due]:
     """Every occurrence due in [start, end): the live schedules' (but `exclude`) from their
     next instants, `extra`'s from `start`, and the materialized ones (`materialized_due`)."""
-    resolved: dict[str, list[datetime]] = {}
-    due: list[Due] = materialized_due(start, end)
-    for source, firsts in [*live_sources(exclude=exclude), *((s, [None]) for s in extra)]:
-        if source.jitter_seconds or source.rule.kind == "after_completion":
-            for first in firsts:
-                due.extend(source_due(source, start, end, first=first))
+    resolved: dict[tuple, list[datetime]] = {}  # each rule walked once (twice with jitter: from earlier)
+    due: list[Due] = materialized_due(start, end, durations=durations)
+    live = live_sources(exclude=exclude, before=end, durations=durations)
+    for source, firsts in [*live, *((s, [None]) for s in extra)]:
+        if source.rule.kind == "after_completion":
+            due.extend(d for first in firsts for d in source_due(source, start, end, first=first))
             continue
-        key = json.dumps(source.rule.to_dict(), sort_keys=True)
+        jitter = bool(source.jitter_seconds)
+        key = (json.dumps(source.rule.to_dict(), sort_keys=True), jitter)
         if key not in resolved:
-            resolved[key] = rule_instants(source.rule, start, end)
-        due.extend(_shared_due(source, resolved[key], firsts, start, end))
+            resolved[key] = rule_instants(source.rule, start - timedelta(seconds=MAX_JITTER_SECONDS * jitter), end)
+        if jitter:
+            due.extend(d for first in firsts for d in source_due(source, start, end, first, resolved[key]))
+        else:
+            due.extend(_shared_due(source, resolved[key], firsts, start, end))
     return due
 
 
@@ -140,19 +220,27 @@ def _shared_due(source: Source, instants: list[datetime], firsts: list, start: d
         if first is not None and start <= first < end and (index == len(instants) or instants[index] != first):
             off_grid[first] += 1
         joining[index] += 1
-    due = [Due(at, source.resource_class, source.job_type, source.tenant_id, n) for at, n in off_grid.items()]
+    due = [Due(at, source.resource_class, source.job_type, source.tenant_id, n, source.duration)
+           for at, n in off_grid.items()]
     active = 0
     for index, at in enumerate(instants):
         active += joining[index]
         if active:
-            due.append(Due(at, source.resource_class, source.job_type, source.tenant_id, active))
+            due.append(Due(at, source.resource_class, source.job_type, source.tenant_id, active, source.duration))
     return due
 
 
-def materialized_due(start: datetime, end: datetime) -> list[Due]:
+def materialized_due(start: datetime, end: datetime, *, durations=None) -> list[Due]:
     """Occurrences already materialized and due in [start, end): waiting for their due
     instant (jittered, or a manual run for later) or queued. The rules' walk starts after
     them (at each schedule's next instant), so none counts twice."""
-    rows = (Run.objects.filter(MATERIALIZED_DUE, due_at__gte=start, due_at__lt=end)
-            .values_list("due_at", "resource_class", "job_type", "tenant_id").annotate(n=Count("id")).order_by())
-    return [Due(at, rc, job_type, tenant_id, n) for at, rc, job_type, tenant_id, n in rows]
+    fields = ("due_at", "resource_class", "job_type", "tenant_id", *(("schedule_id",) if durations else ()))
+    rows = list(Run.objects.filter(MATERIALIZED_DUE, due_at__gte=start, due_at__lt=end)
+                .values_list(*fields).annotate(n=Count("id")).order_by())
+    if not durations:
+        return [Due(at, rc, job_type, tenant_id, n) for at, rc, job_type, tenant_id, n in rows]
+    own = durations({row[4] for row in rows})
+    due: Counter = Counter()
+    for at, rc, job_type, tenant_id, schedule_id, n in rows:
+        due[(at, rc, job_type, tenant_id, own.get(schedule_id))] += n
+    return [Due(at, rc, job_type, tenant_id, n, duration) for (at, rc, job_type, tenant_id, duration), n in due.items()]

@@ -2,9 +2,11 @@
 the slot-seconds they are expected to take, the live slots, and the start lateness
 (p50/p99) a queue simulation of the waves against those slots predicts. The simulation runs
 through the whole range, so a minute's wave meets the work earlier minutes left behind,
-and it starts with the slots busy with running work and the claimable backlog."""
+and it starts with the slots busy with running work and the claimable backlog. A run is
+expected to take its schedule's own mean where the schedule has enough history
+(statistics.schedule_durations), else its job type's."""
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -12,7 +14,7 @@ from django.conf import settings
 
 from runs.capacity.demand import Due, occurrences_due
 from runs.capacity.live import capacity_by_class
-from runs.capacity.statistics import runtime_statistics
+from runs.capacity.statistics import runtime_statistics, schedule_durations
 from runs.capacity.waves import Arrival, Lateness, simulate, slots_needed
 from runs.models import Run, RunState
 from scheduler_project.clock import authority_now
@@ -56,9 +58,7 @@ def forecast(start: datetime, end: datetime, *, tenant_id: str | None = None, cl
     """The forecast of [start, end); with `tenant_id`, the rows describe only that tenant's
     occurrences (competing with everyone's for the same slots)."""
     objective = float(settings.CAPACITY_OBJECTIVE_SECONDS if objective is None else objective)
-    due = occurrences_due(start, end)
-    expected = expected_durations({d.job_type for d in due} | _running_job_types())
-    work = class_work(start, due, expected, tenant_id)
+    work = range_work(start, end, tenant_id)
     capacity = capacity_by_class()
     rows, needed = [], {}
     for rc, part in sorted(work.items()):
@@ -68,10 +68,29 @@ def forecast(start: datetime, end: datetime, *, tenant_id: str | None = None, cl
         lateness = simulate(part.arrivals, slots, busy_until=part.busy_until)
         rows.extend(_rows(start, rc, part, lateness, objective))
         if required:
-            minutes = [a for a in part.arrivals if a.key is not None]
-            needed[rc] = slots_needed(minutes, objective, busy_until=part.busy_until)
+            needed[rc] = _required(part, objective)
     rows.sort(key=lambda r: (r.minute, r.resource_class))
     return Forecast(start, end, objective, capacity, rows, needed)
+
+
+def required_slots(start: datetime, end: datetime, *, objective: float | None = None) -> dict[str, int]:
+    """{class: the fewest slots with which every minute of [start, end) meets the objective}:
+    the forecast's `required` alone, without simulating the live slots minute by minute."""
+    objective = float(settings.CAPACITY_OBJECTIVE_SECONDS if objective is None else objective)
+    return {rc: _required(part, objective) for rc, part in range_work(start, end, None).items()}
+
+
+def _required(part: "_Work", objective: float) -> int:
+    """The fewest slots with which every minute of the range meets the objective (the backlog
+    and the busy slots competing; the slots busy with running work on top)."""
+    return slots_needed([a for a in part.arrivals if a.key is not None], objective, busy_until=part.busy_until)
+
+
+def range_work(start: datetime, end: datetime, tenant_id: str | None) -> dict[str, "_Work"]:
+    """Each class's arrivals in [start, end) and busy slots, each run with its expected duration."""
+    due = occurrences_due(start, end, durations=schedule_durations)
+    expected = expected_durations({d.job_type for d in due} | _running_job_types())
+    return class_work(start, due, expected, tenant_id)
 
 
 def expected_durations(job_types) -> dict[str, float]:
@@ -83,21 +102,31 @@ def _running_job_types() -> set[str]:
 
 
 def class_work(start, due: list[Due], expected: dict, tenant_id) -> dict[str, _Work]:
+    """`due` and the runs under way (running: busy slots; queued and overdue: the backlog) as
+    each class's arrivals and busy slots, each run expected to take its schedule's own mean
+    (schedule_durations) or its job type's."""
     work: dict[str, _Work] = defaultdict(_Work)
+    arrivals: dict[str, Counter] = defaultdict(Counter)  # alike occurrences travel as one arrival
     for d in due:
         offset = (d.at - start).total_seconds()
         mine = tenant_id is None or d.tenant_id == tenant_id
         key = int(offset // MINUTE) if mine else None
-        work[d.resource_class].arrivals.append(Arrival(offset, expected[d.job_type], d.count, key))
+        duration = d.duration if d.duration is not None else expected[d.job_type]
+        arrivals[d.resource_class][offset, duration, key] += d.count
+    for rc, counts in arrivals.items():
+        work[rc].arrivals.extend(Arrival(at, duration, n, key) for (at, duration, key), n in counts.items())
     now = authority_now()
-    for rc, job_type, started_at in Run.objects.filter(state=RunState.RUNNING).values_list(
-        "resource_class", "job_type", "started_at"
-    ):
-        ends = started_at + timedelta(seconds=expected.get(job_type, settings.CAPACITY_DEFAULT_DURATION_SECONDS))
+    running = list(Run.objects.filter(state=RunState.RUNNING).values_list(
+        "resource_class", "job_type", "schedule_id", "started_at"))
+    backlog = list(Run.objects.filter(state=RunState.QUEUED, due_at__lt=start).values_list(
+        "resource_class", "job_type", "schedule_id")[:100_000])
+    own = schedule_durations({row[2] for row in running} | {row[2] for row in backlog})
+    default = float(settings.CAPACITY_DEFAULT_DURATION_SECONDS)
+    for rc, job_type, schedule_id, started_at in running:
+        ends = started_at + timedelta(seconds=own.get(schedule_id, expected.get(job_type, default)))
         work[rc].busy_until.append(max(ends, now).timestamp() - start.timestamp())
-    backlog = Run.objects.filter(state=RunState.QUEUED, due_at__lt=start).values_list("resource_class", "job_type")
-    for rc, job_type in backlog[:100_000]:
-        duration = expected.get(job_type, float(settings.CAPACITY_DEFAULT_DURATION_SECONDS))
+    for rc, job_type, schedule_id in backlog:
+        duration = own.get(schedule_id, expected.get(job_type, default))
         work[rc].arrivals.append(Arrival(min(0.0, (now - start).total_seconds()), duration, 1, None))
     return work
 

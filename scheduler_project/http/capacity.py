@@ -1,5 +1,5 @@
-"""Capacity endpoints: the forecast (operator token, or a tenant token for its own share)
-and a schedule's backfill (tenant token)."""
+"""Capacity endpoints: the forecast (operator token, or a tenant token for its own share),
+a schedule's runtime statistics and its backfill (tenant token)."""
 
 from datetime import timedelta
 
@@ -10,11 +10,14 @@ from rest_framework.response import Response
 
 from runs.authority import schedule_backfill
 from runs.capacity.forecast import Forecast, forecast
+from runs.capacity.statistics import job_type_statistics, schedule_durations, schedule_statistics
+from schedules.selectors import schedule_get
 from scheduler_project.clock import authority_now, instant
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http.auth import CapacityReaderAuthentication
 from scheduler_project.http.json import json_object_body
-from scheduler_project.http.schemas import error_responses
+from scheduler_project.http.representations import schedule_statistics_representation
+from scheduler_project.http.schemas import ScheduleStatisticsSerializer, error_responses
 from scheduler_project.http.validation import InstantField, StrictSerializer, lookup_id, validate_body
 from scheduler_project.http.views import StrictAPIView, TenantAPIView, query_instant
 
@@ -152,3 +155,24 @@ class ScheduleBackfillView(TenantAPIView):
         body = validate_body(BackfillSerializer, json_object_body(request))
         done = schedule_backfill(tenant=request.tenant, schedule_id=lookup_id(schedule_id), **body)
         return Response({"instants": done.instants, "created": done.created, "existing": done.existing})
+
+
+class ScheduleStatisticsView(TenantAPIView):
+    @extend_schema(
+        operation_id="schedules_statistics",
+        summary="A schedule's runtime statistics",
+        description=(
+            "Duration (claim to accepted completion) and queue delay (due instant to that claim) percentiles "
+            "of the schedule's own accepted attempts over the rolling window, and the duration the capacity "
+            "forecast and admission expect of one of its runs: its own mean from `minSamples` samples on, "
+            "else its job type's. Another tenant's schedule, or a deleted one, is 404 `not_found`."
+        ),
+        tags=["schedules"],
+        responses={200: ScheduleStatisticsSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def get(self, request, schedule_id):
+        schedule = schedule_get(tenant=request.tenant, schedule_id=lookup_id(schedule_id))
+        stats = schedule_statistics(schedule.id)
+        own = schedule_durations([schedule.id]).get(schedule.id)
+        job_type = job_type_statistics(schedule.job_type_id) if own is None else None
+        return Response(schedule_statistics_representation(schedule, stats, own, job_type))

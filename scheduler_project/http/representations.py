@@ -104,6 +104,23 @@ def statistics_representation(stats) -> dict:
     }
 
 
+def schedule_statistics_representation(schedule, stats, own_duration, job_type_stats) -> dict:
+    """A schedule's runtime statistics (`stats`) and the duration forecasts expect of one of
+    its runs: `own_duration` (statistics.schedule_durations) or, without enough history, its
+    job type's."""
+    from django.conf import settings
+
+    expected = own_duration if own_duration is not None else job_type_stats.expected_duration()
+    return {
+        "scheduleId": schedule.id,
+        "jobType": schedule.job_type_id,
+        **statistics_representation(stats),
+        "minSamples": settings.CAPACITY_SCHEDULE_MIN_SAMPLES,
+        "expectedDurationSeconds": expected,
+        "expectedDurationSource": "schedule" if own_duration is not None else "jobType",
+    }
+
+
 def attempt_representation(attempt) -> dict:
     return {
         "attemptId": attempt.id,

@@ -16,6 +16,7 @@ from rest_framework.exceptions import ErrorDetail
 
 from effects.egress import url_refusal
 from schedules import recurrence
+from schedules.jitter import MAX_JITTER_SECONDS
 from schedules.models import MisfirePolicy, OverlapPolicy
 from schedules.specs import ScheduleSpec
 from scheduler_project.http.validation import (
@@ -40,7 +41,6 @@ MAX_ADDRESS_LENGTH = 254
 MAX_SUBJECT_LENGTH = 200
 MAX_PREVIEW_COUNT = 100
 MAX_START_DEADLINE_SECONDS = 86400
-MAX_JITTER_SECONDS = 3600
 _EMAIL_ADDRESS = RegexValidator(r"^[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+$", message="not an email address")
 _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http(s) URL")
 

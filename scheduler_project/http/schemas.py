@@ -54,7 +54,7 @@ def error_responses(*statuses: int) -> dict:
         403: "forbidden (wrong kind of token) or job_type_forbidden",
         404: "not_found",
         405: "method_not_allowed",
-        409: "idempotency_conflict, revision_conflict, invalid_state or stale_fence",
+        409: "idempotency_conflict, revision_conflict, invalid_state, stale_fence or deadline_infeasible",
         429: "rate_limited (Retry-After says when to retry) or quota_exceeded",
     }
     if 401 in statuses and 429 not in statuses:
@@ -143,6 +143,17 @@ class RuntimeStatisticsSerializer(serializers.Serializer):
     durationSeconds = PercentilesSerializer(help_text="Claim to accepted completion; null without samples")
     queueDelaySeconds = PercentilesSerializer(help_text="Due to claim of the accepted attempt")
     expectedDurationSeconds = serializers.FloatField(help_text="What the forecast uses: the mean, or the default")
+
+
+class ScheduleStatisticsSerializer(RuntimeStatisticsSerializer):
+    scheduleId = serializers.CharField()
+    jobType = serializers.CharField()
+    samples = serializers.IntegerField(help_text="The schedule's accepted attempts in the window (at most 1000, the latest)")
+    minSamples = serializers.IntegerField(help_text="Samples from which forecasts use the schedule's own mean")
+    expectedDurationSeconds = serializers.FloatField(
+        help_text="What the forecast uses for this schedule: its own mean (two significant digits) from minSamples "
+                  "samples on, else its job type's expectedDurationSeconds")
+    expectedDurationSource = serializers.ChoiceField(choices=["schedule", "jobType"])
 
 
 class JobTypeSerializer(serializers.Serializer):

@@ -52,7 +52,8 @@ class InstantField(serializers.DateTimeField):
     }
 
     def to_internal_value(self, data):
-        if not isinstance(data, str) or len(data) > 40:
+        # Printable ASCII only: Python's ISO parser stops at a NUL and reads "...Z\x00junk" as an instant.
+        if not isinstance(data, str) or len(data) > 40 or not (data.isascii() and data.isprintable()):
             self.fail("invalid")
         try:
             parsed = datetime.fromisoformat(data.replace("Z", "+00:00").replace("z", "+00:00"))

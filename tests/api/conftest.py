@@ -46,6 +46,20 @@ def anonymous(db):
     return api_client()
 
 
+@pytest.fixture
+def operator(db):
+    """A client with an operator token (the capacity forecast's installation view)."""
+    from schedules.tenants import operator_token_create
+
+    _, secret = operator_token_create("ops")
+    return api_client(secret)
+
+
+def post_raw(client, path, data: bytes, content_type="application/json", method="POST"):
+    """A request with exactly these body bytes (what a JSON encoder would never send)."""
+    return client.generic(method, path, data, content_type=content_type)
+
+
 def create_schedule(client, **overrides):
     body = {**CRON_BODY, **overrides}
     response = client.post("/api/v1/schedules", body)

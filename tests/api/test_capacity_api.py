@@ -10,20 +10,12 @@ from runs.capacity.live import slots_report
 from runs.models import PendingReason, Run, RunState
 from schedules.jitter import jitter_offset
 from schedules.models import Schedule
-from schedules.tenants import operator_token_create
 from scheduler_project.clock import authority_now
 from tests.api.conftest import CRON_BODY, assert_error, create_schedule
 from tests.authority_steps import make_due
-from tests.factories import api_client
 
 UTC = timezone.utc
 DAILY_9 = {"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"}
-
-
-@pytest.fixture
-def operator(db):
-    _, secret = operator_token_create("ops")
-    return api_client(secret)
 
 
 def _wave(client, n: int, recurrence=DAILY_9):
@@ -240,3 +232,13 @@ def test_backfill__of_another_tenants_schedule_is_404(client, other_client):
 
 def _at(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_backfill__of_a_once_schedule_whose_instant_passed__creates_that_instant(client):
+    """No next instant (not paused): the scanner writes nothing, so the range is not cut short."""
+    schedule = create_schedule(client, recurrence={"kind": "once", "at": "2025-06-01T00:00:00Z"})
+    assert schedule["nextRunAt"] is None
+    url = f"/api/v1/schedules/{schedule['scheduleId']}/backfill"
+    body = {"from": "2025-01-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}
+    assert client.post(url, body).json() == {"instants": 1, "created": 1, "existing": 0}
+    assert Run.objects.get().scheduled_at == datetime(2025, 6, 1, tzinfo=UTC)

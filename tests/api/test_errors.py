@@ -4,16 +4,12 @@ import json
 
 import pytest
 
-from tests.api.conftest import CRON_BODY, assert_error, claim, create_schedule, run_once
+from tests.api.conftest import CRON_BODY, assert_error, claim, create_schedule, post_raw, run_once
 from tests.factories import api_client, make_tenant
 
 pytestmark = pytest.mark.django_db
 
 SCHEDULES = "/api/v1/schedules"
-
-
-def post_raw(client, path, data: bytes, content_type="application/json"):
-    return client.generic("POST", path, data, content_type=content_type)
 
 
 # --- 400 invalid_request: the body itself ----------------------------------------------------

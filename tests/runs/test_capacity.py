@@ -135,3 +135,59 @@ def other_tenant_schedules(db):
     for n in range(20):
         create_schedule(other, cron="0 9 * * *", name=f"other-{n}")
     return other
+
+
+def test_schedule_statistics__its_own_accepted_attempts_only(tenant):
+    from runs.capacity.statistics import schedule_statistics
+    from tests.authority_steps import accepted_history
+
+    mine = create_schedule(tenant, name="mine")
+    other = create_schedule(tenant, name="other")
+    accepted_history(mine, [1, 2, 10], delay=0.5)
+    accepted_history(other, [100])
+    stats = schedule_statistics(mine.id)
+    assert (stats.subject, stats.samples) == (mine.id, 3)
+    assert stats.duration == {"p50": 2, "p95": 10, "p99": 10, "mean": pytest.approx(13 / 3, abs=1e-3)}
+    assert stats.queue_delay["p50"] == 0.5
+    assert job_type_statistics("demo.sleep").samples == 4  # the job type's counts every schedule's
+
+
+def test_schedule_durations__from_min_samples_on__to_two_significant_digits__latest_samples_only(tenant, settings):
+    from runs.capacity.statistics import schedule_durations
+    from tests.authority_steps import accepted_history
+
+    settings.CAPACITY_SCHEDULE_MIN_SAMPLES = 3
+    steady, young, busy = (create_schedule(tenant, name=n) for n in ("steady", "young", "busy"))
+    accepted_history(steady, [4.83, 4.84, 4.86])
+    accepted_history(young, [1, 1])  # too few samples of its own: its job type's applies
+    accepted_history(busy, [100, 2, 10])
+    settings.CAPACITY_STATS_SAMPLES = 2  # busy: the mean of its latest two, as its statistics say
+    assert schedule_durations([steady.id, young.id, busy.id, "sch_unknown"]) == {steady.id: 4.8, busy.id: 6.0}
+
+
+def test_forecast__a_schedule_with_history_is_expected_to_take_its_own_mean(tenant, settings):
+    """demo.sleep's mean over every schedule is 3 s (3 x 1 s and 6 x 4 s); its schedules
+    with history of their own take 1 s and 4 s, one without takes the type's 3 s."""
+    from tests.authority_steps import accepted_history
+
+    settings.CAPACITY_SCHEDULE_MIN_SAMPLES = 3
+    quick, slow, new = (create_schedule(tenant, cron="0 9 * * *", name=n) for n in ("quick", "slow", "new"))
+    accepted_history(quick, [1, 1, 1])
+    accepted_history(slow, [4] * 6)
+    assert job_type_statistics("demo.sleep").expected_duration() == 3
+    start = datetime(2030, 1, 7, 8, 58, tzinfo=UTC)
+    [row] = forecast(start, start + timedelta(minutes=5)).rows
+    assert (row.minute.hour, row.due, row.slot_seconds) == (9, 3, 1 + 4 + 3)
+
+
+def test_demand__an_interval_without_anchor_is_anchored_at_each_schedules_creation(tenant):
+    """Rows stored before creation anchored them: grouped in one statement, but never across
+    creation times: each walks from its own."""
+    rule = {"kind": "interval", "everySeconds": 600, "timezone": "UTC"}
+    first, second = (create_schedule(tenant, name=n, recurrence=rule) for n in ("first", "second"))
+    start = datetime(2030, 1, 7, 8, 0, tzinfo=UTC)
+    for schedule, created in ((first, start - timedelta(seconds=60)), (second, start - timedelta(seconds=300))):
+        Schedule.objects.filter(id=schedule.id).update(recurrence=rule, created_at=created,
+                                                       next_run_at=start - timedelta(hours=1))
+    due = sorted((d.at.strftime("%H:%M"), d.count) for d in occurrences_due(start, start + timedelta(minutes=20)))
+    assert due == [("08:05", 1), ("08:09", 1), ("08:15", 1), ("08:19", 1)]

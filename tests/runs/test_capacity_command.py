@@ -43,3 +43,41 @@ def test_metrics__required_slots_for_the_coming_waves(tenant):
     # 20 five-second runs a minute: 99 % of them by 10 s takes three waves of 7.
     assert 'scheduler_required_slots{resource_class="short"} 7.0' in text
     assert 'scheduler_required_slots{resource_class="long"} 0.0' in text
+
+
+def _required(text: str) -> float:
+    [line] = [line for line in text.splitlines() if line.startswith('scheduler_required_slots{resource_class="short"}')]
+    return float(line.split()[-1])
+
+
+def test_metrics__required_slots_are_computed_once_per_cache_interval__live_slots_at_every_scrape(tenant, settings):
+    settings.CAPACITY_GAUGE_CACHE_SECONDS = 60
+    for n in range(20):
+        create_schedule(tenant, cron="* * * * *", name=f"minutely-{n}")
+    slots_report("embedded:test:1", {"short": 3})
+    assert _required(Client().get("/metrics").content.decode()) == 7
+    for n in range(20):
+        create_schedule(tenant, cron="* * * * *", name=f"more-{n}")
+    slots_report("embedded:test:1", {"short": 5})
+    text = Client().get("/metrics").content.decode()
+    assert 'scheduler_live_slots{resource_class="short"} 5.0' in text
+    assert _required(text) == 7  # the cached figure, at most a minute old
+    settings.CAPACITY_GAUGE_CACHE_SECONDS = 0
+    assert _required(Client().get("/metrics").content.decode()) == 14  # 40 runs a minute: three waves of 14
+
+
+@pytest.mark.parametrize("cache_seconds, required", [(0, 0), (60, 2)])
+def test_metrics__a_cached_figure_covers_the_horizon_plus_the_cache_interval(tenant, settings, cache_seconds,
+                                                                          required):
+    """A wave 930 s ahead is past the 900 s horizon, but inside it for the whole minute a
+    cached figure may be served: computed with the cache on, it counts."""
+    from datetime import timedelta
+
+    from scheduler_project.clock import authority_now
+
+    settings.CAPACITY_GAUGE_CACHE_SECONDS = cache_seconds
+    at = (authority_now() + timedelta(seconds=930)).isoformat()
+    for n in range(4):
+        create_schedule(tenant, name=f"once-{n}", recurrence={"kind": "once", "at": at})
+    slots_report("embedded:test:1", {"short": 1})
+    assert _required(Client().get("/metrics").content.decode()) == required
