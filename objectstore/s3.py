@@ -5,12 +5,11 @@ from __future__ import annotations
 import base64
 import hashlib
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
 from django.utils.http import content_disposition_header
 
 from objectstore import DEFAULT_FILENAME, ObjectExists, ObjectMissing, StoredVersion, check_key, download_filename
+from objectstore.s3_client import s3_client
 from objectstore.sources import CHUNK_BYTES, ChecksumMismatch, FileSource, VerifyingReader, checksum_of
 
 # 412: the key already has a current version; 409: a concurrent conditional write to it is in flight.
@@ -32,10 +31,10 @@ class S3ObjectStore:
         self.bucket = bucket
         self.prefix = f"{prefix}/" if prefix else ""
         self.region = region
-        self.client = _client(endpoint_url, region)
+        self.client = s3_client(endpoint_url, region)
         # A presigned URL names the host it was signed for: signing with the address clients
         # reach (not the one inside a container network) keeps the link usable outside it.
-        self.presign_client = _client(public_endpoint_url, region) if public_endpoint_url else self.client
+        self.presign_client = s3_client(public_endpoint_url, region) if public_endpoint_url else self.client
 
     def ensure_ready(self) -> None:
         create = {"Bucket": self.bucket}
@@ -101,15 +100,15 @@ class S3ObjectStore:
         parts = []
         with open(source.path, "rb") as f:
             reader = VerifyingReader(source, f)
-            for number, chunk in enumerate(reader.chunks(), start=1):
-                # The part's own SHA-256 lets S3 reject a part damaged in transit.
-                part_sum = base64.b64encode(hashlib.sha256(chunk).digest()).decode()
+            for number, (part, digest) in enumerate(reader.parts(), start=1):
+                # The part's own SHA-256, read before it is sent: S3 refuses a part whose bytes
+                # differ from it (changed on disk since, or damaged in transit).
+                part_sum = base64.b64encode(digest).decode()
                 answer = self.client.upload_part(
-                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number, Body=chunk,
+                    Bucket=self.bucket, Key=s3_key, UploadId=upload_id, PartNumber=number, Body=part,
                     ChecksumSHA256=part_sum,
                 )
                 parts.append({"PartNumber": number, "ETag": answer["ETag"], "ChecksumSHA256": part_sum})
-                del chunk, answer
             reader.verify()
         return parts
 
@@ -181,18 +180,6 @@ class S3ObjectStore:
 
     def _s3_key(self, key: str) -> str:
         return self.prefix + check_key(key)
-
-
-def _client(endpoint_url: str | None, region: str):
-    config = Config(
-        # Path-style so endpoints like http://127.0.0.1:9000 work; AWS itself gets its default.
-        s3={"addressing_style": "path" if endpoint_url else "auto"},
-        signature_version="s3v4",
-        retries={"mode": "standard", "max_attempts": 3},
-        connect_timeout=5,
-        read_timeout=30,
-    )
-    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
 
 
 def _code(exc: ClientError) -> str:

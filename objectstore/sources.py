@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-CHUNK_BYTES = 8 * 1024 * 1024  # also the S3 part size: at least S3's 5 MiB minimum
+CHUNK_BYTES = 8 * 1024 * 1024  # the S3 part size: at least S3's 5 MiB minimum
+BLOCK_BYTES = 64 * 1024  # what an upload reads of a file at once (and all it holds of it)
 
 
 class ChecksumMismatch(Exception):
@@ -37,7 +38,7 @@ class FileSource:
         return cls(os.fspath(path), "sha256:" + digest.hexdigest(), size)
 
 
-def read_chunks(f: BinaryIO, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+def read_chunks(f: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[bytes]:
     while chunk := f.read(size):
         yield chunk
 
@@ -63,11 +64,25 @@ class VerifyingReader:
         self.source, self.f = source, f
         self.digest, self.size = hashlib.sha256(), 0
 
-    def chunks(self, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    def chunks(self, size: int = BLOCK_BYTES) -> Iterator[bytes]:
         for chunk in read_chunks(self.f, size):
             self.digest.update(chunk)
             self.size += len(chunk)
             yield chunk
+
+    def parts(self, size: int = CHUNK_BYTES) -> Iterator[tuple[FilePart, bytes]]:
+        """The file in parts of ``size`` bytes, each with its SHA-256 digest, read in blocks:
+        what an S3 multipart upload sends, never holding a part in memory."""
+        while True:
+            start, digest = self.size, hashlib.sha256()
+            while (left := size - (self.size - start)) and (block := self.f.read(min(BLOCK_BYTES, left))):
+                digest.update(block)
+                self.digest.update(block)
+                self.size += len(block)
+            if self.size == start:
+                return
+            yield FilePart(self.f, start, self.size - start), digest.digest()
+            self.f.seek(self.size)  # sending the part moved the file's position
 
     def verify(self) -> None:
         actual = "sha256:" + self.digest.hexdigest()
@@ -76,3 +91,30 @@ class VerifyingReader:
                 f"{self.source.path} changed while it was uploaded: {self.size} bytes, {actual}, "
                 f"expected {self.source.size} bytes, {self.source.checksum}"
             )
+
+
+class FilePart:
+    """Bytes ``[start, start + size)`` of an open file as a seekable stream of known length, the
+    body botocore reads in blocks (once for the signature, once for the request, again on a
+    retry), so a part is never held whole. Positions are relative to the part's start."""
+
+    def __init__(self, f: BinaryIO, start: int, size: int):
+        self.f, self.start, self.size, self.position = f, start, size, 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.position, os.SEEK_END: self.size}[whence]
+        self.position = min(max(base + offset, 0), self.size)
+        return self.position
+
+    def read(self, size: int | None = -1) -> bytes:
+        left = self.size - self.position
+        self.f.seek(self.start + self.position)
+        data = self.f.read(left if size is None or size < 0 else min(size, left))
+        self.position += len(data)
+        return data

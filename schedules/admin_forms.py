@@ -15,7 +15,6 @@ from schedules.specs import DEFAULT_POLICIES
 from scheduler_project.clock import instant
 from runs.capacity.admission import admit_start_deadline
 from scheduler_project.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
-from scheduler_project.http.schedule_requests import preview_arguments, schedule_changes, schedule_spec
 
 PREVIEW_COUNT = 5
 RECURRENCE_KINDS = [("cron", "cron"), ("interval", "interval"), ("after_completion", "after completion")]
@@ -161,6 +160,10 @@ class ScheduleForm(forms.ModelForm):
             self._add_domain_error(exc)
 
     def _request_spec(self, changed: set):
+        # The API's request parsing, imported on use: it brings DRF and drf-spectacular, which
+        # every process that loads the admin's registrations (workers and loops too) would carry.
+        from scheduler_project.http.schedule_requests import schedule_changes, schedule_spec
+
         values = self.cleaned_data
         body = {key: values[field] for field, key in BODY_KEYS.items() if field in changed and values.get(field) is not None}
         for field in ("params", "effects"):
@@ -178,6 +181,8 @@ class ScheduleForm(forms.ModelForm):
         return schedule_changes({**body, "expectedRevision": values.get("expected_revision") or self.instance.revision})[1]
 
     def _show_preview(self, rule: dict) -> None:
+        from scheduler_project.http.schedule_requests import preview_arguments  # on use, see _request_spec
+
         arguments = preview_arguments({"recurrence": rule})
         self.preview = preview_lines(arguments["rule"])
         self.data = self.data.copy()

@@ -8,8 +8,6 @@ is checked here, by the services.
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-import jsonschema
-
 from schedules.models import JobType
 from schedules.recurrence import Rule
 from scheduler_project.errors import InvalidRequest
@@ -74,6 +72,8 @@ def default_payload(job_type: JobType) -> dict:
 
 def validate_params(job_type: JobType, params: dict) -> None:
     """Params against the job type's versioned schema."""
+    import jsonschema  # here, not at the top: worker processes never validate params (3 MiB each)
+
     validator = jsonschema.Draft202012Validator(
         job_type.params_schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )

@@ -8,7 +8,6 @@ SCHEDULER_JOB_MODULES, added after the demo was set up."""
 
 import hashlib
 import json
-import os
 import subprocess
 import textwrap
 import urllib.request
@@ -17,8 +16,8 @@ import pytest
 
 from runs.models import Run, RunState
 from tests.child_env import redis_mode
-from tests.e2e.processes import PYTHON, ROOT, Processes, wait_until
-from tests.e2e.test_embedded_mode import _answers, http_json
+from tests.e2e.embedded import embedded_env, http_json, make_run_setup, serving
+from tests.e2e.processes import PYTHON, ROOT, wait_until
 from tests.factories import api_client, make_tenant
 from tests.servers import free_port
 
@@ -95,29 +94,16 @@ def test_embedded_mode__a_team_module_added_after_set_up_is_synced_granted_and_r
     team.mkdir(parents=True)
     (team / "__init__.py").write_text("")
     (team / "jobs.py").write_text(textwrap.dedent(TEAM_MODULE))
-    unset = {"DATABASE_URL", "REDIS_URL", "OBJECT_STORE_URL", "SECRET_KEY", "PUBLIC_BASE_URL", "ALLOWED_HOSTS"}
-    env = {k: v for k, v in os.environ.items() if k not in unset}
-    env |= {"SCHEDULER_VAR_DIR": str(tmp_path / "var"), "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO"}
+    env = embedded_env(tmp_path)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-
-    def make_run_setup(env) -> str:  # what `make run` does before it serves
-        out = ""
-        for command in (["migrate", "--noinput"], ["ensure_object_store"], ["bootstrap_demo", "--url", base]):
-            out += subprocess.run([PYTHON, "manage.py", *command], cwd=ROOT, env=env, check=True,
-                                  capture_output=True, text=True).stdout
-        return out
-
-    make_run_setup(env)  # the first `make run`, before the team's job exists
+    make_run_setup(env, base)  # the first `make run`, before the team's job exists
     env |= {"SCHEDULER_JOB_MODULES": "teamjobs.jobs", "PYTHONPATH": str(tmp_path / "team")}
-    out = make_run_setup(env)
+    out = make_run_setup(env, base)
     assert "Job types: added    team.greetings: resource_class='short'" in out
     token = json.loads(out.strip().splitlines()[-1])["token"]
 
-    processes = Processes(tmp_path, env)
-    try:
-        processes.manage("serve", "serve", "--port", str(port))
-        wait_until(lambda: _answers(f"{base}/api/schema/"), timeout=30, message="the web process")
+    with serving(tmp_path, env, port):
         status, schedule = http_json(f"{base}/api/v1/schedules", token, "POST", {
             "name": "greetings", "jobType": "team.greetings", "params": {"steps": 4},
             "recurrence": {"kind": "cron", "cron": "0 9 * * 1-5", "timezone": "America/New_York"},
@@ -137,6 +123,3 @@ def test_embedded_mode__a_team_module_added_after_set_up_is_synced_granted_and_r
         lines = data.decode().splitlines()
         assert lines[0] == "step,tenant,attempt,local" and len(lines) == 5
         assert lines[1].startswith("1,demo,1,") and lines[1].endswith(("-04:00", "-05:00"))
-    finally:
-        processes.stop_all()
-        print(processes.log("serve")[-3000:])

@@ -43,3 +43,11 @@ class Unavailable(Exception):
 @shared_task(name="tests.bridge.autoretry", autoretry_for=(Unavailable,))
 def autoretry() -> None:
     raise Unavailable("the partner API is down")
+
+
+@shared_task(name="tests.bridge.hold")
+def hold(megabytes: int) -> dict:
+    """Holds ``megabytes`` of written (so resident) memory while it runs: what a memory
+    measurement of the process running a job must see."""
+    held = b"x" * (megabytes * 1024 * 1024)
+    return {"held": len(held)}
