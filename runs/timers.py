@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, close_old_connections, connection
+from django.db import DatabaseError, InterfaceError, connection
 from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
@@ -40,7 +40,7 @@ class Timers:
         self.offset = 0.0  # database clock minus this process's clock, seconds
         self.armed: dict[str, authority.Armed] = {}  # read ahead, fired by one guarded statement
         self.arm_ahead = timedelta(seconds=settings.SCAN_TIMER_ARM_SECONDS)
-        self.pool: ThreadPoolExecutor | None = None  # the fire connections, started at the first wave
+        self.connections = FireConnections(settings.SCAN_FIRE_CONNECTIONS)
 
     def __len__(self) -> int:
         return len(self.heap)
@@ -64,6 +64,8 @@ class Timers:
         todo = [i for i in soon if i not in self.armed]
         if todo:
             self.armed.update(authority.arm(todo))
+        if len(self.armed) > FIRST_CHUNK:
+            self.connections.ready()  # connected before the instant, not at it
 
     def add_next(self, schedule_ids: list[str]) -> None:
         """Timers for the next instants of schedules just materialized, if within the horizon."""
@@ -73,33 +75,18 @@ class Timers:
             heapq.heappush(self.heap, (at.timestamp(), schedule_id))
 
     def fire_armed(self, armed: list, batch_size: int) -> list[tuple]:
-        """Fire armed schedules, one guarded statement per batch: the first (small) batch on
+        """Fire armed schedules, one guarded statement per batch: the first (small) batches on
         this thread's connection, the others SCAN_FIRE_CONNECTIONS at a time, each thread on
         a connection of its own (the database does the work; the batches are independent).
         Returns (stats, ids written) per batch; a batch that failed wrote nothing."""
         chunks = list(_chunks(armed, batch_size))
-        if not chunks:
-            return []
-        results = [authority.fire_armed(chunks[0])]
-        if settings.SCAN_FIRE_CONNECTIONS <= 1:
-            return results + [authority.fire_armed(chunk) for chunk in chunks[1:]]
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(settings.SCAN_FIRE_CONNECTIONS, thread_name_prefix="fire")
-        return results + list(self.pool.map(_fire_on_own_connection, chunks[1:]))
+        # The first two here, one after the other: the relay publishes their hints meanwhile,
+        # with a core to itself (measured: firing in parallel at once delayed the first hint).
+        first = [authority.fire_armed(chunk) for chunk in chunks[:2]]
+        return first + self.connections.map(_fire_on_own_connection, chunks[2:])
 
     def close(self) -> None:
-        """Close the fire connections and stop their threads."""
-        if self.pool is not None:
-            size = settings.SCAN_FIRE_CONNECTIONS
-            barrier = threading.Barrier(size)  # each thread takes exactly one of the closes
-
-            def close_own():
-                barrier.wait(5)
-                connection.close()
-
-            list(self.pool.map(lambda _: close_own(), range(size)))
-            self.pool.shutdown()
-            self.pool = None
+        self.connections.close()
 
     def db_time(self) -> float:
         """The database clock now, as this process estimates it."""
@@ -153,8 +140,50 @@ def fire(timers: Timers, schedule_ids: list[str], *, batch_size: int | None = No
     return total
 
 
+class FireConnections:
+    """Threads that each hold a database connection of their own, to fire an armed wave's
+    batches at once; with one, the caller's thread fires them one after the other."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.pool: ThreadPoolExecutor | None = None
+
+    def ready(self) -> None:
+        """Start the threads and (re)connect each, if its connection is gone."""
+        if self.size > 1:
+            self.pool = self.pool or ThreadPoolExecutor(self.size, thread_name_prefix="fire")
+            self._on_each(_usable_connection)
+
+    def map(self, step, items: list) -> list:
+        if self.size <= 1 or not items:
+            return [step(item) for item in items]
+        if self.pool is None:
+            self.ready()
+        return list(self.pool.map(step, items))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self._on_each(lambda: connection.close())  # each thread's own
+            self.pool.shutdown()
+            self.pool = None
+
+    def _on_each(self, step) -> None:
+        barrier = threading.Barrier(self.size)  # every thread takes exactly one
+
+        def once(_):
+            barrier.wait(10)
+            step()
+
+        list(self.pool.map(once, range(self.size)))
+
+
+def _usable_connection() -> None:
+    if connection.connection is not None and not connection.is_usable():
+        connection.close()
+    connection.ensure_connection()
+
+
 def _fire_on_own_connection(chunk: list) -> tuple:
-    close_old_connections()
     try:
         return authority.fire_armed(chunk)
     except (DatabaseError, InterfaceError) as exc:  # its schedules take the locking path
