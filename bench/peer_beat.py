@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import clone_schedule, median, percentile  # noqa: E402
+from _setup import backends_cpu_seconds, clone_schedule, median, percentile, tree_cpu_seconds  # noqa: E402
 
 DATABASE = os.environ.get("PEER_DATABASE", "scheduler_peer")  # a database of its own: dropped first
 DATABASE_URL = f"postgresql://postgres@127.0.0.1:5432/{DATABASE}"
@@ -238,8 +238,20 @@ def start_processes(system: str, copies: int, env: dict, log_dir: Path) -> list[
         else:
             commands[f"scan{i}"] = [py, "manage.py", "scan"]
             commands[f"relay{i}"] = [py, "manage.py", "relay"]
-    return [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log_dir / f"{name}.log", "w"),
-                             stderr=subprocess.STDOUT) for name, cmd in commands.items()]
+    procs = []
+    for name, cmd in commands.items():
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log_dir / f"{name}.log", "w"),
+                                      stderr=subprocess.STDOUT))
+        procs[-1].name = name
+    return procs
+
+
+def cpu_sample(procs: list[subprocess.Popen]) -> dict[str, float]:
+    """CPU seconds so far of each scheduler process tree (named by its log) and of the
+    database's PostgreSQL backends."""
+    sample = {p.name: tree_cpu_seconds(p.pid) for p in procs}
+    sample["postgres"] = backends_cpu_seconds(DATABASE)
+    return sample
 
 
 def stop_processes(procs: list[subprocess.Popen]) -> None:
@@ -279,9 +291,11 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
           f"{started_before_due:.1f}s before due {due:%H:%M:%S}Z", flush=True)
 
     cap = due.timestamp() + args.cap
-    reached_at = None
+    reached_at = cpu_before = cpu_after = None
     try:
         while time.time() < cap:
+            if cpu_before is None and time.time() >= due.timestamp() - 1:
+                cpu_before = cpu_sample(procs)
             if any(p.poll() is not None for p in procs):
                 raise SystemExit(f"a scheduler process exited early; see {log_dir}")
             if reached_at is None and tap.count(system) >= expected_messages:
@@ -290,6 +304,7 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
             if reached_at is not None and time.time() - reached_at >= args.grace:
                 break
             time.sleep(0.1)
+        cpu_after = cpu_sample(procs)
     finally:
         stop_processes(procs)
         time.sleep(0.3)
@@ -319,6 +334,9 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
         "peak_rss_mb": sampler.peak_kib / 1024, "per_key": Counter(per_key.values()),
         "wall_seconds": time.monotonic() - run_started, "setup_seconds": setup_seconds,
         "lead_seconds": started_before_due,
+        # CPU seconds from 1 s before the instant to the last arrival (+ grace): per process
+        # tree (scan0, relay0, beat0) and all PostgreSQL backends of the bench's database.
+        "cpu": {k: cpu_after[k] - cpu_before[k] for k in cpu_after} if cpu_before and cpu_after else {},
     }
     if system == "ours":
         from django.db.models import Count
@@ -405,7 +423,9 @@ def print_table(results: list[dict], cap: float) -> None:
                  f"max {r['max_per_instant']} per pair; materialized (due -> row) p50 "
                  f"{r['materialized_p50']:.2f}s last {r['materialized_last']:.2f}s" if r["kind"] == "ours" else "")
               + f"; wall {r['wall_seconds']:.0f}s (set-up {r['setup_seconds']:.0f}s, "
-                f"processes up {r['lead_seconds']:.0f}s before due)")
+                f"processes up {r['lead_seconds']:.0f}s before due)"
+              + ("; CPU s per 1,000 runs: " + ", ".join(f"{k} {v * 1000 / r['n']:.3f}" for k, v in r["cpu"].items())
+                 if r.get("cpu") else ""))
 
 
 def main():

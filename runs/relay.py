@@ -10,9 +10,9 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
 
 from scheduler_project.clock import authority_now
+from runs.authority.sql import lease_unpublished, set_outbox
 from runs.models import Outbox, OutboxKind, RunState
 
 RELAY_LEASE_SECONDS = 30
@@ -37,30 +37,18 @@ def relay_pass(publish_all, *, epoch: str = "", batch_size: int = 500) -> tuple[
     """
     with transaction.atomic():
         now = authority_now()
-        hints = [
-            Hint(*row)
-            for row in Outbox.objects.filter(kind=OutboxKind.DISPATCH, published_at__isnull=True)
-            .filter(Q(relay_until__isnull=True) | Q(relay_until__lte=now))
-            .order_by("id")
-            .select_for_update(skip_locked=True)
-            .values_list("id", "run_id", "resource_class")[:batch_size]
-        ]
-        if not hints:
-            return 0, 0
-        ids = [hint.id for hint in hints]
-        Outbox.objects.filter(id__in=ids).update(
-            relay_until=now + timedelta(seconds=RELAY_LEASE_SECONDS), publish_attempts=F("publish_attempts") + 1
-        )
+        leased = lease_unpublished(now, now + timedelta(seconds=RELAY_LEASE_SECONDS), batch_size)
+    hints = [Hint(*row) for row in leased]
+    if not hints:
+        return 0, 0
+    ids = [hint.id for hint in hints]
     try:
         publish_all(hints)
     except Exception as exc:  # the broker said no: the rows stay unpublished
-        with transaction.atomic():
-            Outbox.objects.filter(id__in=ids).update(
-                last_error=repr(exc)[:1000], relay_until=authority_now() + timedelta(seconds=RELAY_RETRY_SECONDS)
-            )
+        retry_at = authority_now() + timedelta(seconds=RELAY_RETRY_SECONDS)
+        set_outbox(ids, last_error=repr(exc)[:1000], relay_until=retry_at)
         return 0, len(hints)
-    with transaction.atomic():
-        Outbox.objects.filter(id__in=ids).update(published_at=authority_now(), relay_until=None, broker_epoch=epoch)
+    set_outbox(ids, published_at=authority_now(), relay_until=None, broker_epoch=epoch)
     return len(hints), 0
 
 

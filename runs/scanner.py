@@ -43,6 +43,8 @@ class ScanLoop:
                     continue
                 self.stopper.wait(self.sleep_seconds())
         finally:
+            if self.timers is not None:
+                self.timers.close()
             if self.scanner_id:
                 guarded(lambda: scan_directory.leave(self.scanner_id), name="scan")
 

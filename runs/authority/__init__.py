@@ -3,9 +3,11 @@ lease, attempts or result pointer. API views, Celery tasks, admin actions and co
 call these functions; each is one durable database transaction (none can run inside a
 caller's transaction, so none can hold row locks across a caller's network call), with
 locks taken in the order tenant, schedule, occurrence, and authority time read from the
-database after lock waits. Every statement of the hot path is in runs/authority/sql.py.
+database after lock waits. Every statement of the hot path is in runs/authority/sql.py
+(a materialization wave's in runs/authority/wave_sql.py).
 """
 
+from runs.authority.armed import Armed, arm, fire_armed
 from runs.authority.backfill import Backfilled, release_backfill, schedule_backfill
 from runs.authority.claims import claim, claim_many
 from runs.authority.completion import complete
@@ -20,6 +22,9 @@ from runs.authority.sweep import sweep_expired_leases
 from runs.authority.unknown_job_types import pass_over
 
 __all__ = [
+    "Armed",
+    "arm",
+    "fire_armed",
     "Backfilled",
     "release_backfill",
     "schedule_backfill",

@@ -6,17 +6,16 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import TextField
-from django.db.models.functions import Cast
 
 from schedules.jitter import jittered
-from schedules.models import JobType, Schedule, ScheduleRevision
+from schedules.models import JobType, Schedule
 from schedules.shadow import ShadowWave
 from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan
 from runs import metrics
-from runs.authority.sql import bulk_insert, bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
+from runs.authority.sql import bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
+from runs.authority.wave_sql import bulk_insert, revision_payloads
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -85,7 +84,7 @@ def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanC
         plans = WavePlans(authority_now(), recurrences=recurrences)
         planned, too_long = plan_within_budget(plans, schedules, walk_limit=WALK_UNDER_LOCK)
         stats = _materialize(planned, plans.now, plan_of=plans.planned) if planned else MaterializeStats()
-    _committed(stats)
+    committed(stats)
     written = planned
     if too_long:
         later, written_later = _materialize_planned_first(too_long, recurrences)
@@ -97,7 +96,7 @@ def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanC
     return stats
 
 
-def _committed(stats: MaterializeStats) -> None:
+def committed(stats: MaterializeStats) -> None:
     metrics.MATERIALIZED.inc(stats.queued + stats.pending)
     failpoint("after_materialize_commit")
 
@@ -137,7 +136,7 @@ def _materialize_planned_first(schedules: list[DueSchedule], recurrences: dict) 
         if not unchanged:
             return MaterializeStats(), []
         stats = _materialize(unchanged, authority_now(), plan_of=plans.planned)
-    _committed(stats)
+    committed(stats)
     return stats, unchanged
 
 
@@ -149,34 +148,38 @@ def catch_up_on_resume(schedule: Schedule, now, planned: Planned) -> Materialize
 
 def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False, plan_of=None) -> MaterializeStats:
     """Write the schedules' occurrences as ``plan_of`` (default: planned here, at ``now``)."""
-    plan_of = plan_of or WavePlans(now, from_pause=from_pause).plan
-    job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
-    payloads = _current_payloads(schedules, job_types)
-    wave = _Wave(now, _waiting_counts(schedules), len(schedules))
-    shadow = ShadowWave.active()
-    for schedule in schedules:
-        planned = plan_of(schedule)
-        if planned is None:
-            continue
-        rule, plan = planned
-        if shadow:
-            shadow.observe(schedule, rule, plan)
-        base = _run_base(schedule, payloads[schedule.id], now)
-        wave.skip_missed(base, plan)
-        wave.add_instants(schedule, base, plan.run)
-        schedule.next_run_at = plan.next_run_at
-        if rule.kind == "after_completion" and plan.run:
-            schedule.next_run_at = None  # the next one is due when this one ends
-
+    wave = build_wave(schedules, now, plan_of=plan_of or WavePlans(now, from_pause=from_pause).plan)
     bulk_insert(Run, wave.runs)
     bulk_insert(Outbox, wave.outbox)
     if wave.outbox:
         notify_outbox()
     if not from_pause:
         bulk_set(Schedule, schedules, ["next_run_at"])
-    if shadow:
-        metrics.SHADOW_DISAGREEMENTS.labels(shadow.name).inc(shadow.record())
+    wave.record_shadow()
     return wave.stats
+
+
+def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: dict | None = None) -> "Wave":
+    """The rows of the schedules' occurrences as ``plan_of`` says, each schedule's
+    next_run_at moved on (on the objects, not yet written). ``texts``: each schedule's
+    revision payload text, when read before (runs/authority/armed.py)."""
+    job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
+    payloads = _current_payloads(schedules, job_types, texts)
+    wave = Wave(now, _waiting_counts(schedules), len(schedules))
+    for schedule in schedules:
+        planned = plan_of(schedule)
+        if planned is None:
+            continue
+        rule, plan = planned
+        if wave.shadow:
+            wave.shadow.observe(schedule, rule, plan)
+        base = _run_base(schedule, payloads[schedule.id], now)
+        wave.skip_missed(base, plan)
+        wave.add_instants(schedule, base, plan.run)
+        schedule.next_run_at = plan.next_run_at
+        if rule.kind == "after_completion" and plan.run:
+            schedule.next_run_at = None  # the next one is due when this one ends
+    return wave
 
 
 def _run_base(schedule: DueSchedule | Schedule, payload: dict, now) -> dict:
@@ -196,7 +199,7 @@ def _run_base(schedule: DueSchedule | Schedule, payload: dict, now) -> dict:
     }
 
 
-class _Wave:
+class Wave:
     """The run and outbox rows one materialization writes, and what it counted."""
 
     def __init__(self, now, waiting: dict[str, int], schedules: int):
@@ -205,6 +208,11 @@ class _Wave:
         self.runs: list[dict] = []
         self.outbox: list[dict] = []
         self.stats = MaterializeStats(schedules=schedules)
+        self.shadow = ShadowWave.active()
+
+    def record_shadow(self) -> None:
+        if self.shadow:
+            metrics.SHADOW_DISAGREEMENTS.labels(self.shadow.name).inc(self.shadow.record())
 
     def skip_missed(self, base: dict, plan: CatchUpPlan) -> None:
         """The misfire policy's skipped instants, one record each, past a cap one range record."""
@@ -247,25 +255,31 @@ class _Wave:
             self.runs.append(run)
 
 
-def _current_payloads(schedules: list[DueSchedule | Schedule], job_types: dict[str, JobType]) -> dict[str, dict]:
+def _current_payloads(schedules: list[DueSchedule | Schedule], job_types: dict[str, JobType],
+                      texts: dict[str, str] | None = None) -> dict[str, dict]:
     """Each schedule's run payload for its current revision. Schedules of a wave share their
     payload text: each distinct one is decoded and built once, and the result shared."""
-    current = {s.id: (s.revision, s.job_type_id) for s in schedules}
-    rows = (
-        ScheduleRevision.objects.filter(schedule_id__in=current, revision__in={rev for rev, _ in current.values()})
-        .annotate(text=Cast("payload", TextField()))
-        .values_list("schedule_id", "revision", "text")
-    )
+    texts = revision_texts(schedules) if texts is None else texts
     built: dict[tuple, dict] = {}
     payloads = {}
-    for schedule_id, revision, text in rows:
-        wanted, job_type = current[schedule_id]
-        if revision == wanted:
-            key = (job_type, text)
-            if key not in built:
-                built[key] = run_payload(json.loads(text), job_types[job_type])
-            payloads[schedule_id] = built[key]
+    for schedule in schedules:
+        text = texts.get(schedule.id)
+        if text is not None:
+            key = (schedule.job_type_id, text)
+            payload = built.get(key)
+            if payload is None:
+                payload = built[key] = run_payload(json.loads(text), job_types[key[0]])
+            payloads[schedule.id] = payload
     return payloads
+
+
+def revision_texts(schedules: list[DueSchedule | Schedule]) -> dict[str, str]:
+    """Each schedule's current revision's payload text; schedules sharing one share the string."""
+    return {
+        schedule_id: text
+        for text, schedule_ids in revision_payloads({s.id: s.revision for s in schedules})
+        for schedule_id in schedule_ids
+    }
 
 
 def _waiting_counts(schedules: list[DueSchedule | Schedule]) -> dict[str, int]:

@@ -5,12 +5,12 @@ PostgreSQL is the production authority; the embedded SQLite takes the plain ORM 
 each function. Callers hold the locks each statement's docstring names.
 """
 
-import json
-
 from django.db import connection
+from django.db.models import BooleanField, F, Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from runs.models import Attempt, Run, RunState, StoredObject
+from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject
 from schedules.models import Schedule
 
 
@@ -297,52 +297,33 @@ def bulk_set(model, objs, fields: list[str]) -> None:
         cursor.execute(sql, [*arrays, arrays[0]])
 
 
-def bulk_insert(model, rows: list[dict]) -> None:
-    """Insert new rows given as ``{attname: value}`` dicts; model defaults fill the rest.
-
-    On PostgreSQL this streams them with COPY, skipping model instantiation entirely: the
-    09:00 wave writes tens of thousands of occurrences and outbox rows per second. Rows of a
-    wave share their payload objects; each distinct object is encoded once.
-    """
-    if not rows:
-        return
-    meta = model._meta
+def lease_unpublished(now, until, limit: int) -> list[tuple]:
+    """Take a relay lease (``relay_until``, one more publish attempt) on up to ``limit``
+    unpublished dispatch intents whose lease is free at ``now``, oldest first, skipping rows
+    another relay holds; returns their ``(id, run id, resource class)`` in id order. On
+    PostgreSQL one statement, the ids bound as one array."""
+    due = Outbox.objects.filter(kind=OutboxKind.DISPATCH, published_at__isnull=True).filter(
+        Q(relay_until__isnull=True) | Q(relay_until__lte=now))
     if connection.vendor != "postgresql":
-        model.objects.bulk_create([model(**row) for row in rows], batch_size=1000)
-        return
+        rows = list(due.order_by("id").select_for_update(skip_locked=True).values_list(
+            "id", "run_id", "resource_class")[:limit])
+        Outbox.objects.filter(id__in=[row[0] for row in rows]).update(
+            relay_until=until, publish_attempts=F("publish_attempts") + 1)
+        return rows
+    table = Outbox._meta.db_table
+    sql = (
+        f"UPDATE {table} SET relay_until = %s, publish_attempts = publish_attempts + 1 WHERE id IN ("
+        f" SELECT id FROM {table} WHERE kind = %s AND published_at IS NULL"
+        f"  AND (relay_until IS NULL OR relay_until <= %s)"
+        f" ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id, run_id, resource_class"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [until, OutboxKind.DISPATCH, now, limit])
+        return sorted(cursor.fetchall())
 
-    fields = [f for f in meta.concrete_fields if not (f.primary_key and f.get_internal_type() == "BigAutoField")]
-    now = timezone.now()
-    # Per column: (attname, default, fresh) where a fresh default is called for every row
-    # (e.g. a new id) and any other is shared.
-    defaults = []
-    for f in fields:
-        if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
-            defaults.append((f.attname, now, False))
-        elif f.has_default() and callable(f.default):
-            defaults.append((f.attname, f.default, True))
-        else:
-            defaults.append((f.attname, f.get_default(), False))
-    json_positions = [i for i, f in enumerate(fields) if f.get_internal_type() == "JSONField"]
-    encoded: dict[int, tuple] = {}  # id() of a JSON value -> (the value, kept alive; its text)
 
-    def as_json(value):
-        known = encoded.get(id(value))
-        if known is None:
-            known = encoded[id(value)] = (value, json.dumps(value))
-        return known[1]
-
-    columns = ", ".join(f'"{f.column}"' for f in fields)
-    # Raw COPY bypasses Django's error translation: keep IntegrityError and friends Django's.
-    with connection.cursor() as wrapper, connection.wrap_database_errors:
-        # Text COPY: the server parses every value, JSON text included, by its column type.
-        with wrapper.cursor.copy(f'COPY "{meta.db_table}" ({columns}) FROM STDIN') as copy:
-            for row in rows:
-                values = [
-                    row[name] if name in row else (default() if fresh else default)
-                    for name, default, fresh in defaults
-                ]
-                for i in json_positions:
-                    if values[i] is not None:
-                        values[i] = as_json(values[i])
-                copy.write_row(values)
+def set_outbox(ids: list[int], **changes) -> int:
+    """Write ``changes`` to the outbox rows ``ids``; on PostgreSQL the ids are one array."""
+    rows = Outbox.objects.filter(id__in=ids) if connection.vendor != "postgresql" else Outbox.objects.filter(
+        RawSQL(f'"{Outbox._meta.db_table}"."id" = ANY(%s::bigint[])', [list(ids)], output_field=BooleanField()))
+    return rows.update(**changes)
