@@ -7,7 +7,7 @@ database after lock waits. Every statement of the hot path is in runs/authority/
 """
 
 from runs.authority.backfill import Backfilled, release_backfill, schedule_backfill
-from runs.authority.claims import claim, claim_many
+from runs.authority.claims import claim, claim_many, claimable_exists
 from runs.authority.completion import complete
 from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
@@ -30,6 +30,7 @@ __all__ = [
     "Upload",
     "claim",
     "claim_many",
+    "claimable_exists",
     "complete",
     "complete_succeeded",
     "heartbeat",

@@ -96,6 +96,12 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     return claimed
 
 
+def claimable_exists(*, resource_classes, job_types=None) -> bool:
+    """Whether any run of ``resource_classes`` (of ``job_types`` when given) is claimable now:
+    one read of the queued runs' partial index, the cheap question before a claim."""
+    return _claimable(list(resource_classes), job_types).exists()
+
+
 def _claimable(classes: list[str], job_types=None):
     """Queued runs due now in ``classes``, of ``job_types`` when given."""
     claimable = Run.objects.filter(state=RunState.QUEUED, due_at__lte=Now(), resource_class__in=classes)
