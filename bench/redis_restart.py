@@ -1,7 +1,8 @@
 """Recurring schedules through one Redis restart, in the production shape (issue 19, defect 4).
 
     .venv/bin/python bench/redis_restart.py [--schedules 30] [--every 2] [--job-seconds 0.3]
-        [--seconds 30] [--down-seconds 1] [--no-restart] [--database scheduler_redis_restart]
+        [--seconds 30] [--down-seconds 1] [--no-restart] [--idle-claim-seconds 1]
+        [--database scheduler_redis_restart]
 
 Starts a private redis-server on a free port (never the shared one), gunicorn, scanner, relay,
 sweeper and two Celery workers (prefork, 8 children each, as compose's worker-short) on PostgreSQL. ``--schedules``
@@ -10,7 +11,9 @@ policies: overlap buffer_one, misfire latest_only) run for ``--seconds``; in the
 Redis server is killed (no persistence: every queued and reserved hint is lost) and started
 again after ``--down-seconds``. Prints the window's occurrences (succeeded, skipped and
 why, failed), the skipped share against the 2 % target, due-to-start lateness, and how long
-dispatch stalled: from the kill to the first claim after Redis was back.
+dispatch stalled: from the kill to the first claim after Redis was back, and how many runs
+the workers' free processes claimed from the database because no hint came
+(``--idle-claim-seconds``, the workers' ``IDLE_CLAIM_SECONDS``; 0 turns that off).
 """
 
 import argparse
@@ -161,8 +164,10 @@ def report(args, tenant, first_instant, end, killed_at, relay_log: str, metrics_
         lines = [m.group(0) for m in re.finditer(r"(the broker restarted|look lost): .*|republishing \d+ .*", relay_log)]
         print(f"  relay: {'; '.join(lines) or 'no republication logged'}")
     found = re.search(r'^scheduler_skipped_occurrences_total\{reason="overlap"\} (\S+)$', metrics_text, re.MULTILINE)
+    idle = re.search(r'^scheduler_idle_claimed_runs_total\{resource_class="short"\} (\S+)$', metrics_text, re.MULTILINE)
     print(f"  /metrics (gunicorn): scheduler_skipped_occurrences_total{{reason=\"overlap\"}} "
-          f"{found.group(1) if found else 'absent'}")
+          f"{found.group(1) if found else 'absent'}; runs claimed by idle processes (no hint) "
+          f"{idle.group(1) if idle else 0} (IDLE_CLAIM_SECONDS={os.environ.get('IDLE_CLAIM_SECONDS', 'default')})")
     return share
 
 
@@ -183,8 +188,12 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8, help="children per worker (compose: 8)")
     parser.add_argument("--lead", type=float, default=10.0, help="seconds from set-up to the first instant")
+    parser.add_argument("--idle-claim-seconds", type=float, default=None,
+                        help="the workers' IDLE_CLAIM_SECONDS (0: off; default: the setting's default)")
     parser.add_argument("--database", default="scheduler_redis_restart")
     args = parser.parse_args()
+    if args.idle_claim_seconds is not None:
+        os.environ["IDLE_CLAIM_SECONDS"] = str(args.idle_claim_seconds)
     var_dir = Path(tempfile.mkdtemp(prefix="redis-restart-"))
     redis_server = configure(args, var_dir)
 

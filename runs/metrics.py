@@ -57,6 +57,12 @@ UNKNOWN_JOB_TYPE = Counter(
     "Claimable runs a worker left queued because it has no code for their job type (mixed deployments).",
     ["job_type", "resource_class"],
 )
+IDLE_CLAIMED = Counter(
+    "scheduler_idle_claimed_runs_total",
+    "Runs a Celery worker process claimed from the authority because its queue had given the worker"
+    " nothing for IDLE_CLAIM_SECONDS (hints lost, or the broker away).",
+    ["resource_class"],
+)
 MATERIALIZED = Counter("scheduler_materialized_occurrences_total", "Occurrences materialized.")
 TIMERS_FIRED = Counter("scheduler_scan_timers_fired_total", "Scanner timers fired at their due instant.")
 SHADOW_DISAGREEMENTS = Counter(

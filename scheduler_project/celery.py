@@ -1,7 +1,17 @@
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_init, worker_ready, worker_shutdown
+from celery.signals import (
+    beat_init,
+    task_postrun,
+    task_prerun,
+    task_received,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 # Celery's Django fixup runs Django's system checks when a worker starts and ignores what they
@@ -52,3 +62,47 @@ def _report_slots(sender=None, **_):
 def _withdraw_slots(**_):
     if _reporter is not None:
         _reporter.stop()
+
+
+# Free processes claim from the authority when the queues stay quiet (workers/idle_claims.py).
+@worker_init.connect
+def _share_idle_state(sender=None, **_):
+    from workers import idle_claims
+
+    idle_claims.prepare(sender)
+
+
+@task_received.connect
+def _note_task_received(**_):
+    from workers import idle_claims
+
+    idle_claims.received()
+
+
+@worker_process_init.connect
+def _start_idle_claims(**_):
+    from workers import idle_claims
+
+    idle_claims.start()
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _stop_idle_claims(**_):
+    from workers import idle_claims
+
+    idle_claims.stop()
+
+
+@task_prerun.connect
+def _hold_the_process(**_):
+    from workers import idle_claims
+
+    idle_claims.task_started()
+
+
+@task_postrun.connect
+def _release_the_process(**_):
+    from workers import idle_claims
+
+    idle_claims.task_finished()

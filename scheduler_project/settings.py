@@ -183,6 +183,10 @@ CELERY_TASK_DEFAULT_QUEUE = "housekeeping"
 CELERY_WORKER_CONSUMER = "workers.consumer:Consumer"
 # A published hint whose run is still queued after this long is assumed lost and republished.
 RELAY_REPUBLISH_AFTER_SECONDS = env_int("RELAY_REPUBLISH_AFTER_SECONDS", 30)
+# A Celery worker whose queues gave it nothing for this long lets its free processes claim
+# queued runs of its resource classes from the database (workers/idle_claims.py): hints lost
+# with a broker restart, or the broker away, cost about this long. 0 turns it off.
+IDLE_CLAIM_SECONDS = env_float("IDLE_CLAIM_SECONDS", 1.0)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 

@@ -59,16 +59,17 @@ class ExecutionOutcome:
     job_seconds: float  # in the job itself
 
 
-def claim_runs(*, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None) -> list[Run]:
+def claim_runs(*, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None,
+               hinted: bool = True) -> list[Run]:
     """Claim up to ``limit`` runs of the job types this process has code for, in one
-    transaction. Runs of other job types stay queued, and the hint that found them goes back
-    to the relay (runs.authority.unknown_job_types)."""
+    transaction. Runs of other job types stay queued, and when a hint found them (``hinted``)
+    the hint goes back to the relay (runs.authority.unknown_job_types)."""
     job_types = list(declared_jobs())
     runs = authority.claim_many(
         n=limit, worker_label=worker_label, resource_classes=resource_classes, lease_seconds=lease_seconds,
         job_types=job_types,
     )
-    if len(runs) < limit:
+    if hinted and len(runs) < limit:
         try:  # only a report and a re-offer: the claimed runs' leases are running, execute them
             authority.pass_over(spare=limit - len(runs), resource_classes=resource_classes, job_types=job_types,
                                 reoffer=True)

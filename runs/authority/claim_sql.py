@@ -51,6 +51,11 @@ def claimable(classes, job_types=None, alias: str = "r") -> tuple[str, list]:
     return sql, params
 
 
+def claimable_exists(classes, job_types=None) -> bool:
+    condition, params = claimable(classes, job_types)
+    return bool(_rows(f"SELECT 1 FROM {RUN} AS r WHERE {condition} LIMIT 1", params))
+
+
 def running_count(tenant: str = "t") -> str:
     """A tenant's running runs, as a column of a query over tenants aliased ``tenant``. On
     PostgreSQL the count stops at the tenant's limit, so a claim costs what the limit

@@ -91,6 +91,12 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     return claimed
 
 
+def claimable_exists(*, resource_classes, job_types=None) -> bool:
+    """Whether any run of ``resource_classes`` (of ``job_types`` when given) is claimable now:
+    one read of the queued runs' partial index, the cheap question before a claim."""
+    return claim_sql.claimable_exists(list(resource_classes), job_types)
+
+
 def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> dict[str, TenantLoad]:
     """Tenants with claimable work in ``classes`` (of ``job_types``) and their unlocked running
     counts, those with a strict run waiting first, then the tenant whose first run in claim
