@@ -158,6 +158,42 @@ def cpu_by_command() -> dict[str, float]:
     return totals
 
 
+class BackendsCpu:
+    """CPU seconds of ``database``'s PostgreSQL backends over a window, sampled now and then
+    (``sample()``): a backend that ends or starts within the window (a process reconnecting)
+    counts for the part of its life that was seen."""
+
+    def __init__(self, database: str):
+        self.database = database
+        self.seen: dict[int, list[float]] = {}  # pid -> [CPU at the window's start (0 if later), last]
+        self.started = False
+
+    def sample(self) -> None:
+        import psycopg
+
+        # A connection of its own: the caller's may be one of those being measured.
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+            pids = [row[0] for row in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [self.database])]
+        for pid in pids:
+            seconds = _cpu_seconds(pid)
+            if seconds is not None:
+                self.seen.setdefault(pid, [seconds if not self.started else 0.0, seconds])[1] = seconds
+        self.started = True
+
+    def total(self) -> float:
+        return sum(last - first for first, last in self.seen.values())
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _processes() -> tuple[dict[int, int], dict[int, float]]:
     """Every live process's parent and its user + system CPU seconds."""
     parents, cpu = {}, {}
