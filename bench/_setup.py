@@ -10,6 +10,9 @@ sys.path.insert(0, str(ROOT))
 # Processes a benchmark starts (scanner, relay, workers, gunicorn) refuse to start without a
 # signing key; a benchmark's links live as long as it does, so a fresh one each run.
 os.environ.setdefault("SECRET_KEY", "bench-" + secrets.token_urlsafe(32))
+# The PostgreSQL server benchmarks use: the shared one, unless pointed at a private cluster
+# (one with pg_stat_statements preloaded, say) by BENCH_POSTGRES.
+SERVER = os.environ.get("BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432")
 
 
 _prepared: set[str] = set()
@@ -18,13 +21,13 @@ _prepared: set[str] = set()
 def django_on(database: str):
     """Point Django at ``database``: recreated and migrated on the first call of this process
     (so its schema is always the current one), emptied on every later call."""
-    os.environ.setdefault("DATABASE_URL", f"postgresql://postgres@127.0.0.1:5432/{database}")
+    os.environ.setdefault("DATABASE_URL", f"{SERVER}/{database}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     if database not in _prepared:
         import psycopg
 
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{database}"')
         import django
@@ -172,7 +175,7 @@ class BackendsCpu:
         import psycopg
 
         # A connection of its own: the caller's may be one of those being measured.
-        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
             pids = [row[0] for row in conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [self.database])]
         for pid in pids:

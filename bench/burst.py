@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from _setup import (  # noqa: E402
-    backends_cpu_seconds, busy_cpu_seconds, cpu_by_command, median, percentile, tree_cpu_seconds, wave,
+    SERVER, backends_cpu_seconds, busy_cpu_seconds, cpu_by_command, median, percentile, tree_cpu_seconds, wave,
 )
 
 
@@ -96,7 +96,7 @@ def main():
         from django.db import connection
 
         database = connection.settings_dict["NAME"]
-        env["DATABASE_URL"] = f"postgresql://postgres@127.0.0.1:5432/{database}"
+        env["DATABASE_URL"] = f"{SERVER}/{database}"
     procs = start(args.mode, args, env, var_dir)
     try:
         deadline = time.monotonic() + args.lead + 600

@@ -22,8 +22,9 @@ How it hooks into Celery (prefork):
   ``task_postrun``, the thread while it claims and executes a batch. The thread only tries
   it, so it never takes a busy process; a task handed to a process meanwhile waits for
   that batch (about 0.1 s of short jobs, one run of long ones: workers.batching), which can
-  only happen just after the queues had been quiet. A task closes the thread's database
-  connection as it takes the lock, so a process still holds at most two
+  only happen just after the queues had been quiet. Each closes the other's database
+  connection as it takes the lock (tasks keep theirs between tasks: scheduler_project/
+  celery.py), so a process still holds at most two, with the lease keeper's
   (docs/operations.md).
 * Quiet: ``Node``, shared memory the main process creates before the pool forks, holds the
   monotonic time the main process last received a task (``task_received``). While tasks
@@ -125,6 +126,7 @@ _node: Node | None = None  # this worker's, inherited by its pool processes
 _claimer: IdleClaimer | None = None  # this process's thread
 _executing = threading.RLock()  # held by a task, or by the thread's batch
 _tasks = threading.local()
+_task_db = None  # the tasks' connection, which the thread closes as it takes the process
 
 
 def prepare(worker) -> None:
@@ -162,10 +164,14 @@ def stop() -> None:
 
 
 def task_started() -> None:
+    global _task_db
     if _claimer is not None:
         _executing.acquire()
         _tasks.depth = getattr(_tasks, "depth", 0) + 1
         _claimer.close_connection()  # the thread is between turns: the lock says so
+        if _task_db is None:
+            _task_db = connections[DEFAULT_DB_ALIAS]
+            _task_db.inc_thread_sharing()  # the thread closes it (IdleClaimer.turn)
 
 
 def task_finished() -> None:
@@ -210,6 +216,8 @@ class IdleClaimer:
         keep = False  # the connection, for the next question or the next batch
         try:
             if self.node.quiet(time.monotonic()):
+                if _task_db is not None:
+                    _task_db.close()  # no task between them: the lock says so
                 executed, keep = self._claim_if_any()
                 return executed > 0
             return False

@@ -35,9 +35,13 @@ def among(column: str, values) -> tuple[str, list]:
 
 
 def _locking(skip_locked: bool = True) -> str:
+    """Row locks of a claim: NO KEY UPDATE excludes every other claim, completion and edit
+    of the row as FOR UPDATE does, but not the foreign-key checks of rows inserted
+    meanwhile (FOR KEY SHARE): a scanner materializing a tenant's runs, or a completion
+    registering a run's object, never waits for a claim of that tenant to commit."""
     if not connection.features.has_select_for_update:
         return ""
-    return " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+    return " FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else " FOR NO KEY UPDATE"
 
 
 def claimable(classes, job_types=None, alias: str = "r") -> tuple[str, list]:

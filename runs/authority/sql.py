@@ -178,7 +178,7 @@ def lock_schedules_of_runs(run_ids: list[str]) -> None:
     schedule locks before any run lock, as every single operation does."""
     sql = (
         f"SELECT id FROM {Schedule._meta.db_table} WHERE id IN"
-        f" (SELECT schedule_id FROM {Run._meta.db_table} WHERE id = ANY(%s)) ORDER BY id FOR UPDATE"
+        f" (SELECT schedule_id FROM {Run._meta.db_table} WHERE id = ANY(%s)) ORDER BY id FOR NO KEY UPDATE"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [run_ids])
@@ -211,7 +211,7 @@ def lock_completions(run_ids: list[str], attempt_ids: list[str], keys: list[str]
         f" JOIN {Schedule._meta.db_table} AS s ON s.id = r.schedule_id"
         f" JOIN {attempt_table} AS a ON a.id = c.attempt_id AND a.run_id = r.id"
         f" JOIN {StoredObject._meta.db_table} AS o ON o.key = c.key"
-        f" ORDER BY r.id FOR UPDATE OF r, o"
+        f" ORDER BY r.id FOR NO KEY UPDATE OF r, o"  # as claims lock (claim_sql._locking)
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [run_ids, attempt_ids, keys])

@@ -161,3 +161,34 @@ def test_claim__a_tenant_locked_by_another_claimer__does_not_hold_up_other_tenan
     holder.result(10)
 
     assert [run.id for run in got] == other_ids
+
+
+def test_claim_holding_a_tenant__its_runs_are_materialized_meanwhile(sessions):
+    """A claim holds its tenant's row until it commits (claim_sql.lock_tenants). Rows that
+    merely refer to the tenant (a run the scanner materializes: its foreign-key check at
+    commit) do not wait for it: the claim's lock is NO KEY UPDATE, not FOR UPDATE."""
+    from runs.authority import claim_sql
+
+    tenant = make_tenant("busy")
+    schedule = create_schedule(tenant, name="due", overlapPolicy="allow")
+    Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
+    holding, release = threading.Event(), threading.Event()
+
+    def claim_in_progress():
+        with transaction.atomic():
+            assert claim_sql.lock_tenants([tenant.id], skip_locked=False) == {tenant.id}
+            holding.set()
+            release.wait(30)
+
+    holder = sessions("claimer").submit(claim_in_progress)
+    assert holding.wait(10)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '3s'")  # a wait for the tenant's row fails the test
+        authority.materialize_due()
+    finally:
+        release.set()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    holder.result(10)
+    assert Run.objects.filter(schedule_id=schedule.id, state=RunState.QUEUED).count() == 1

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 import pytest
 
-from runs.models import Run, RunState
+from runs.models import Outbox, Run, RunState
 from schedules.models import ApiToken
 from tests.child_env import database_url_of_test_db, redis_mode
 from tests.e2e.processes import PYTHON, wait_until
@@ -110,7 +110,7 @@ def test_web__no_pooled_connection_free_in_time__503_with_retry_after(processes,
 
 # docs/operations.md, "Connection budget": the connections one process of each kind holds at most.
 CELERY_CONCURRENCY = 3
-BUDGET = {"scan": 1, "relay": 1, "sweep": 1, "effects": 1, "cleanup": 1, "beat": 1, "worker": 2 * CELERY_CONCURRENCY}
+BUDGET = {"scan": 1, "relay": 1, "sweep": 1, "effects": 1, "cleanup": 1, "beat": 1, "worker": 2 * CELERY_CONCURRENCY + 1}
 
 
 def test_every_process_kind__stays_within_its_documented_budget_while_runs_complete(
@@ -135,3 +135,40 @@ def test_every_process_kind__stays_within_its_documented_budget_while_runs_compl
     print(f"highest connections per process kind: {dict(sampler.highest)}")
     for kind, budget in BUDGET.items():
         assert 1 <= sampler.highest[kind] <= budget, (kind, sampler.highest[kind])
+
+
+@pytest.mark.usefixtures("file_objects")
+def test_celery_worker__keeps_its_database_connection_from_one_task_to_the_next(processes, redis_url, settings, tenant):
+    """Celery's Django fixup closes every connection around every task; a task here gets a
+    request's handling instead (scheduler_project/celery.py), so one hint after another costs
+    no new PostgreSQL session. Counted by the server: pg_stat_database.sessions."""
+    from runs.authority import run_once
+    from scheduler_project.http.schedule_requests import schedule_spec
+    from schedules.services import schedule_create
+
+    processes.env.update(DATABASE_URL=database_url_of_test_db(), REDIS_URL=redis_url,
+                         OBJECT_STORE_URL=settings.OBJECT_STORE_URL, IDLE_CLAIM_SECONDS="0")
+    processes.manage("relay", "relay")
+    processes.celery_worker("worker", "short", concurrency=1)
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
+        "name": "s", "jobType": "demo.sleep", "params": {"seconds": 0}, "overlapPolicy": "allow",
+        "recurrence": {"kind": "cron", "cron": "0 9 1 1 *"}}))
+
+    def one_run_through_its_own_hint():
+        run, _ = run_once(tenant=tenant, schedule_id=schedule.id)
+        wait_until(lambda: Run.objects.filter(id=run.id, state=RunState.SUCCEEDED).exists(), timeout=60,
+                   interval=0.05, message="the run to succeed")
+
+    with psycopg.connect(database_url_of_test_db(), autocommit=True) as admin:
+        def sessions() -> int:
+            return admin.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+                                 ).fetchone()[0]
+
+        one_run_through_its_own_hint()  # the worker is up and its process has connected
+        before = sessions()
+        for _ in range(12):
+            one_run_through_its_own_hint()
+        opened = sessions() - before
+    print(f"sessions opened for 12 tasks after the first: {opened}")
+    assert Outbox.objects.filter(run__schedule_id=schedule.id, published_at__isnull=False).count() == 13
+    assert opened <= 1, opened  # at most the lease keeper's, were a beat due (0 s jobs: none)

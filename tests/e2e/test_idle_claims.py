@@ -29,10 +29,10 @@ RUNS = 8
 def worker(processes, tenant):
     """Start a worker with ``start(redis_url, concurrency)`` on this test's database and object store."""
 
-    def start(redis_url: str, concurrency: int = 2, name: str = "worker"):
+    def start(redis_url: str, concurrency: int = 2, name: str = "worker", idle_seconds: float = IDLE_SECONDS):
         processes.env.update(
             DATABASE_URL=f"{database_url_of_test_db()}?application_name={name}", REDIS_URL=redis_url,
-            OBJECT_STORE_URL=settings.OBJECT_STORE_URL, IDLE_CLAIM_SECONDS=str(IDLE_SECONDS),
+            OBJECT_STORE_URL=settings.OBJECT_STORE_URL, IDLE_CLAIM_SECONDS=str(idle_seconds),
         )
         processes.celery_worker(name, "short", concurrency=concurrency)
         wait_until(lambda: "ready" in processes.log(name), timeout=60, message="the worker to start")
@@ -111,3 +111,32 @@ def test_nothing_queued__a_worker_reads_the_run_table_once_per_interval_whatever
           f"{opened} connections opened in {seconds:.0f} s")
     assert per_second <= 1.2 / IDLE_SECONDS and opened == 0, (per_second, opened)
     assert "idle claims failed" not in processes.log("worker")
+
+
+
+def worker_connections() -> list[str]:
+    """The last statement of each of the worker's server connections (its application_name)."""
+    with psycopg.connect(database_url_of_test_db(), autocommit=True) as admin:
+        return [row[0] for row in admin.execute("SELECT query FROM pg_stat_activity WHERE application_name = 'worker'")]
+
+
+def test_a_task_keeps_its_connection__the_idle_thread_closes_it_as_it_takes_the_process(worker, redis_url, processes,
+                                                                                        tenant):
+    """Tasks keep their connection from one to the next (scheduler_project/celery.py); once the
+    queues are quiet, the process's thread asks the authority on a connection of its own and
+    closes the task's: the pool process still holds one connection, not two. (The worker's
+    main process holds one more, its slot reporter's.)"""
+    idle_seconds = 3.0  # the hint, published at once, comes well before the thread may claim
+    worker(redis_url, concurrency=1, idle_seconds=idle_seconds)
+    processes.manage("relay", "relay", DATABASE_URL=f"{database_url_of_test_db()}?application_name=relay")
+    _, runs = queued_runs(tenant, 1, seconds=0)
+    wait_until(lambda: Run.objects.filter(id=runs[0].id, state=RunState.SUCCEEDED).exists(), timeout=30,
+               interval=0.05, message="the hinted run to succeed")
+    after_the_task = worker_connections()
+    wait_until(lambda: "scheduler.execute" in processes.log("worker"), timeout=10, message="the task's log line")
+    assert "'outcome': 'executed'" in processes.log("worker")  # the task ran it, not the thread
+    time.sleep(idle_seconds + 2)  # quiet: the thread has asked the authority
+    while_quiet = worker_connections()
+    print(f"worker connections after the task: {after_the_task}; while quiet: {while_quiet}")
+    assert len(after_the_task) == 2
+    assert len(while_quiet) == 2 and sum("FROM runs_run" in query for query in while_quiet) == 1
