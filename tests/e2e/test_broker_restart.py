@@ -86,3 +86,28 @@ def test_worker__broker_killed_while_a_task_runs__survives_and_executes_hints_af
                    message="a hint sent after the restart to be executed")
     log = processes.log("worker")
     assert processes.children["worker"].poll() is None and "Unrecoverable error" not in log, log[-3000:]
+
+
+def test_relay__broker_down_for_several_steps__lives_on_and_publishes_once_it_is_back(processes, private_redis,
+                                                                                      tenant):
+    """The relay process used to exit on the first step that found the broker away (only
+    database errors were survived); it now waits it out and publishes what was committed."""
+    processes.env.update(DATABASE_URL=database_url_of_test_db(), REDIS_URL=private_redis.url)
+    relay = processes.manage("relay", "relay")
+    client = redis.Redis.from_url(private_redis.url)
+    schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
+        "name": "s", "jobType": "demo.sleep", "params": {"seconds": 0},
+        "recurrence": {"kind": "cron", "cron": "0 9 * * *"}}))
+    run_once(tenant=tenant, schedule_id=schedule.id)
+    wait_until(lambda: client.llen("short") == 1, timeout=30, message="the relay to publish the first hint")
+
+    private_redis.kill()
+    run, _ = run_once(tenant=tenant, schedule_id=schedule.id)  # committed while the broker is away
+    time.sleep(8)  # longer than the connection retries within one step (3 s passed unnoticed)
+    assert relay.poll() is None, processes.log("relay")[-3000:]
+    private_redis.start()  # empty: no persistence
+    client = redis.Redis.from_url(private_redis.url)
+    wait_until(lambda: client.llen("short") >= 1, timeout=15, message="the relay to publish on the new broker")
+    assert relay.poll() is None
+    assert "the broker is unreachable" in processes.log("relay")
+    assert run.__class__.objects.get(id=run.id).state == "queued"
