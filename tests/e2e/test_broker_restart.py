@@ -90,8 +90,9 @@ def test_worker__broker_killed_while_a_task_runs__survives_and_executes_hints_af
 
 def test_relay__broker_down_for_several_steps__lives_on_and_publishes_once_it_is_back(processes, private_redis,
                                                                                       tenant):
-    """The relay process used to exit on the first step that found the broker away (only
-    database errors were survived); it now waits it out and publishes what was committed."""
+    """The relay process used to exit on the first step that found the broker away longer
+    than that step's connection retries (only database errors were survived); it now waits
+    the outage out and publishes what was committed meanwhile."""
     processes.env.update(DATABASE_URL=database_url_of_test_db(), REDIS_URL=private_redis.url)
     relay = processes.manage("relay", "relay")
     client = redis.Redis.from_url(private_redis.url)
