@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connection, transaction
 
 CALL_TIMEOUT = 60
 
@@ -40,6 +41,28 @@ class Session:
     def call(self, fn, *args, **kwargs):
         """Run ``fn`` on this session's connection and return its result (or raise its error)."""
         return self.submit(fn, *args, **kwargs).result(CALL_TIMEOUT)
+
+    @contextmanager
+    def holding(self, lock):
+        """Inside the block this session holds what ``lock()`` locks, in a transaction left
+        open (another process mid-transaction); it commits when the block ends."""
+        taken, release = threading.Event(), threading.Event()
+
+        def hold():
+            with transaction.atomic():
+                lock()
+                taken.set()
+                release.wait(CALL_TIMEOUT)
+
+        held = self.submit(hold)
+        while not taken.wait(0.05):
+            if held.done():
+                held.result()  # lock() failed: raise its error here
+        try:
+            yield
+        finally:
+            release.set()
+            held.result(CALL_TIMEOUT)
 
     def close(self) -> None:
         # A lambda: the proxy must resolve to this thread's connection, not the caller's.
@@ -84,3 +107,15 @@ def race(*calls: tuple[Session, object], timeout: float = CALL_TIMEOUT) -> list[
         except Exception as error:  # noqa: BLE001 - the test asserts on the exact type
             outcomes.append(Outcome(error=error))
     return outcomes
+
+
+@contextmanager
+def lock_timeout(seconds: float):
+    """This session's statements fail instead of waiting longer than ``seconds`` for a lock."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET lock_timeout = '{int(seconds * 1000)}ms'")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")

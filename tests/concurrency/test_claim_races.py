@@ -2,12 +2,10 @@
 a tenant's active-run limit held exactly while claimers race, and claims for different
 tenants never waiting on each other."""
 
-import threading
 from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
 
 from runs import authority
 from scheduler_project.clock import authority_now
@@ -15,7 +13,7 @@ from runs.models import Attempt, Outbox, Run, RunState
 from schedules import recurrence
 from schedules.models import Schedule, Tenant
 from tests.authority_steps import complete_success, create_schedule, stage
-from tests.concurrency.harness import race
+from tests.concurrency.harness import lock_timeout, race
 from tests.factories import make_tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,25 +138,10 @@ def test_claim__a_tenant_locked_by_another_claimer__does_not_hold_up_other_tenan
     other_ids = queue_manual_runs(other, 1)
     assert authority.claim(worker_label="w").tenant_id == busy.id  # busy now has one running
 
-    holding, release = threading.Event(), threading.Event()
-
-    def hold_busy_tenant():
-        with transaction.atomic():
-            Tenant.objects.select_for_update().get(id=busy.id)
-            holding.set()
-            release.wait(30)
-
-    holder = sessions("claimer-serving-busy").submit(hold_busy_tenant)
-    assert holding.wait(10)
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '3s'")  # a wait for busy's row fails the test
+    # Another claimer serving busy, mid-transaction; a wait for busy's row fails the test.
+    with sessions("claimer-serving-busy").holding(lambda: Tenant.objects.select_for_update().get(id=busy.id)), \
+            lock_timeout(3):
         got = authority.claim_many(n=1, worker_label="w")
-    finally:
-        release.set()
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
-    holder.result(10)
 
     assert [run.id for run in got] == other_ids
 
@@ -172,23 +155,11 @@ def test_claim_holding_a_tenant__its_runs_are_materialized_meanwhile(sessions):
     tenant = make_tenant("busy")
     schedule = create_schedule(tenant, name="due", overlapPolicy="allow")
     Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
-    holding, release = threading.Event(), threading.Event()
 
     def claim_in_progress():
-        with transaction.atomic():
-            assert claim_sql.lock_tenants([tenant.id], skip_locked=False) == {tenant.id}
-            holding.set()
-            release.wait(30)
+        assert claim_sql.lock_tenants([tenant.id], skip_locked=False) == {tenant.id}
 
-    holder = sessions("claimer").submit(claim_in_progress)
-    assert holding.wait(10)
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '3s'")  # a wait for the tenant's row fails the test
+    # A wait for the tenant's row fails the test.
+    with sessions("claimer").holding(claim_in_progress), lock_timeout(3):
         authority.materialize_due()
-    finally:
-        release.set()
-        with connection.cursor() as cursor:
-            cursor.execute("RESET lock_timeout")
-    holder.result(10)
     assert Run.objects.filter(schedule_id=schedule.id, state=RunState.QUEUED).count() == 1

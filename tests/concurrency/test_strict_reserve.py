@@ -2,13 +2,12 @@
 PostgreSQL sessions: strict runs come first within a tenant's share, ordinary claims stop at
 the reserve exactly while claimers race, and strict work still takes the reserved slots."""
 
-import threading
 import time
 from collections import Counter
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from runs import authority
 from runs.capacity.live import slots_report
@@ -126,26 +125,15 @@ def test_claimers_of_different_tenants__cannot_both_take_the_last_ordinary_slots
     a, b = make_tenant("a"), make_tenant("b")
     queue_manual_runs(a, 8)
     holder, x, y = sessions("holds-an-outbox-row"), sessions("claimer-x"), sessions("claimer-y")
-    held, release = threading.Event(), threading.Event()
-
-    def hold_outbox_row():  # X's last statement (marking its dispatch intents) waits for this
-        with transaction.atomic():
-            Outbox.objects.select_for_update(of=("self",)).filter(run__tenant=a, processed_at__isnull=True).first()
-            held.set()
-            release.wait(30)
-
     x_pid, y_pid = x.call(_backend_pid), y.call(_backend_pid)
-    holding = holder.submit(hold_outbox_row)
-    try:
-        assert held.wait(10)
+    # X's last statement (marking its dispatch intents) waits for this row.
+    with holder.holding(lambda: Outbox.objects.select_for_update(of=("self",)).filter(
+            run__tenant=a, processed_at__isnull=True).first()):
         x_claims = x.submit(lambda: authority.claim_many(n=8, worker_label="x"))
         _wait_until(lambda: _waits_on_a_lock(x_pid))  # X holds its 8 claims, uncommitted
         older = Run.objects.filter(tenant=a).order_by("due_at").first().due_at - timedelta(seconds=1)
         Run.objects.filter(id__in=queue_manual_runs(b, 2)).update(due_at=older)  # Y serves b first
         y_claims = y.submit(lambda: authority.claim_many(n=1, worker_label="y"))
         _wait_until(lambda: y_claims.done() or _waits_on_a_lock(y_pid))
-    finally:
-        release.set()
-    holding.result(10)
     assert len(x_claims.result(30)) == 8
     assert y_claims.result(30) == [] and running(strict=False) == 8

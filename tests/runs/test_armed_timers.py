@@ -5,13 +5,12 @@ here, and what is written must be what the schedule says at the instant: a new r
 payload, nothing after a pause or a delete, nothing at a moved instant, one occurrence
 when two scanners fire, the misfire policy when the timer fires late."""
 
-import threading
 import time
 from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs import authority
@@ -23,6 +22,7 @@ from schedules.services import schedule_delete, schedule_pause, schedule_update
 from schedules.specs import ScheduleSpec
 from scheduler_project.clock import authority_now
 from tests.authority_steps import create_schedule
+from tests.concurrency.harness import Session
 
 pytestmark = pytest.mark.django_db
 
@@ -177,23 +177,12 @@ def test_armed__a_wave_over_two_connections__each_instant_once(tenant):
 def test_armed__a_row_locked_at_the_instant__left_to_the_poll(tenant):
     schedule = allow(tenant)
     timers, instant = armed_timers([schedule])
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_lock():
-        with transaction.atomic():
-            Schedule.objects.select_for_update().get(id=schedule.id)
-            locked.set()
-            release.wait(10)
-        connection.close()
-
-    holder = threading.Thread(target=hold_lock)
-    holder.start()
-    locked.wait(10)
+    holder = Session("holder")
     try:
-        stats = wait_and_fire(timers)
+        with holder.holding(lambda: Schedule.objects.select_for_update().get(id=schedule.id)):
+            stats = wait_and_fire(timers)
     finally:
-        release.set()
-        holder.join()
+        holder.close()
 
     assert not stats and not Run.objects.exists()
     authority.materialize_due()  # the poll, once the lock is gone
