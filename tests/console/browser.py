@@ -50,10 +50,14 @@ def screenshot(driver, name: str) -> Path:
 
 def click_and_wait(driver, element, timeout: float = 10) -> None:
     """Click something that loads a new page, and wait until the old page is gone."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, timeout).until(expected_conditions.staleness_of(page))
+    # Asked about the old page while it is being replaced, chromedriver may answer "unknown
+    # error: unhandled inspector error" instead of "stale element": ask again.
+    WebDriverWait(driver, timeout, ignored_exceptions=(WebDriverException,)).until(
+        expected_conditions.staleness_of(page))
