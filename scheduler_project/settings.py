@@ -125,6 +125,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 30,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
     }
+    # Tests on SQLite get a file beside it, as the embedded processes have, not Django's shared
+    # in-memory database: its table locks fail a second thread at once, whatever the timeout.
+    DATABASES["default"]["TEST"] = {"NAME": str(Path(DATABASES["default"]["NAME"]).with_suffix(".test.sqlite3"))}
 else:
     configure_postgresql(
         DATABASES["default"],

@@ -19,11 +19,18 @@ OUTBOX, SLOTS = Outbox._meta.db_table, WorkerSlots._meta.db_table
 ATTEMPT, ATTEMPT_FIELDS = Attempt._meta.db_table, Attempt._meta.concrete_fields
 
 
+SQLITE_NOW = "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
+
+
 def now_sql() -> str:
     """The statement's time, as Django's Now() renders it."""
-    if connection.vendor == "postgresql":
-        return "STATEMENT_TIMESTAMP()"
-    return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
+    return "STATEMENT_TIMESTAMP()" if connection.vendor == "postgresql" else SQLITE_NOW
+
+
+def clock_sql() -> str:
+    """The time as the statement reads it, after any lock wait (on SQLite the statement's:
+    its transactions take the write lock when they begin)."""
+    return "clock_timestamp()" if connection.vendor == "postgresql" else SQLITE_NOW
 
 
 def among(column: str, values) -> tuple[str, list]:
@@ -34,14 +41,14 @@ def among(column: str, values) -> tuple[str, list]:
     return f"{column} IN ({', '.join(['%s'] * len(values))})", values
 
 
-def _locking(skip_locked: bool = True) -> str:
-    """Row locks of a claim: NO KEY UPDATE excludes every other claim, completion and edit
+def row_locks(skip_locked: bool = True, of: str = "") -> str:
+    """Row locks of a claim (of the tables aliased ``of``, when given): NO KEY UPDATE excludes every other claim, completion and edit
     of the row as FOR UPDATE does, but not the foreign-key checks of rows inserted
     meanwhile (FOR KEY SHARE): a scanner materializing a tenant's runs, or a completion
     registering a run's object, never waits for a claim of that tenant to commit."""
     if not connection.features.has_select_for_update:
         return ""
-    return " FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else " FOR NO KEY UPDATE"
+    return f" FOR NO KEY UPDATE{f' OF {of}' if of else ''}{' SKIP LOCKED' if skip_locked else ''}"
 
 
 def claimable(classes, job_types=None, alias: str = "r") -> tuple[str, list]:
@@ -108,7 +115,7 @@ def lock_tenants(ids: list[str], *, skip_locked: bool) -> set[str]:
     if not ids:
         return set()
     condition, params = among("id", ids)
-    return {row[0] for row in _rows(f"SELECT id FROM {TENANT} WHERE {condition} ORDER BY id{_locking(skip_locked)}",
+    return {row[0] for row in _rows(f"SELECT id FROM {TENANT} WHERE {condition} ORDER BY id{row_locks(skip_locked)}",
                                     params)}
 
 
@@ -132,7 +139,7 @@ def lock_candidates(tenant_id: str, classes, job_types, closed: list[str], limit
         condition, params = f"{condition} AND (r.strict OR NOT {in_closed})", params + closed_params
     sql = (
         f"SELECT r.* FROM {RUN} AS r WHERE r.tenant_id = %s AND {condition}"
-        f" ORDER BY r.strict DESC, r.due_at, r.id LIMIT %s{_locking()}"
+        f" ORDER BY r.strict DESC, r.due_at, r.id LIMIT %s{row_locks()}"
     )
     return list(Run.objects.raw(sql, [tenant_id, *params, limit]))
 
@@ -141,7 +148,7 @@ def lock_schedules_of(ids) -> dict[str, Schedule]:
     """Lock these schedules, skipping locked ones. Loaded: what a claim decides and a worker
     reads (overlap policy, guard, rule); the other fields load when asked for."""
     condition, params = among("id", sorted(ids))
-    sql = f"SELECT id, overlap_policy, active_run_id, recurrence FROM {SCHEDULE} WHERE {condition}{_locking()}"
+    sql = f"SELECT id, overlap_policy, active_run_id, recurrence FROM {SCHEDULE} WHERE {condition}{row_locks()}"
     return {s.id: s for s in Schedule.objects.raw(sql, params)}
 
 

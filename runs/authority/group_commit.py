@@ -11,7 +11,7 @@ commits, which judges and answers it exactly as a single call would.
 import json
 from typing import NamedTuple
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from effects.models import EffectIntent
 from runs import metrics
@@ -47,7 +47,7 @@ def complete_succeeded(successes: list[Success]) -> list[Completed | Exception]:
     would have raised. A database error raises for the group: nothing of it committed, and
     repeating it is safe (a repeated completion is answered with the saved run)."""
     answers: dict[int, Completed | Exception] = {}
-    if connection.vendor == "postgresql" and successes:
+    if successes:
         answers = _commit_group(successes)
     for i, success in enumerate(successes):
         if i not in answers:

@@ -2,14 +2,20 @@
 branch, one named function each (like procrastinate's queries file).
 
 PostgreSQL is the production authority; the embedded SQLite takes the plain ORM branch of
-each function. Callers hold the locks each statement's docstring names.
+most functions. The hot path's writes (register and record uploads, lock and publish
+completions) are one SQL text for both: their input rows come from ``input_rows``, one array
+per column on PostgreSQL and a VALUES list on SQLite, which takes no row locks (it has one
+writer at a time). Callers hold the locks each statement's docstring names.
 """
+
+from datetime import timezone as dt_timezone
 
 from django.db import connection
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
-from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
+from runs.authority.claim_sql import among, clock_sql, row_locks
 from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject
 from schedules.models import Schedule
 
@@ -32,6 +38,33 @@ def transition(obj, expected: dict, **changes) -> None:
         raise TransitionConflict(f"{model.__name__} {obj.pk} is not in the expected state {expected}")
     for name, value in changes.items():
         setattr(obj, name, value)
+
+
+def input_rows(name: str, columns: list[tuple[str, str]], rows: list[tuple]) -> tuple[str, list]:
+    """A common table expression ``name`` of ``rows`` (non-empty; tuples in the order of
+    ``columns``, each ``(name, PostgreSQL type)``) and its parameters: on PostgreSQL one
+    array per column (``unnest``), however many rows; on SQLite a VALUES list."""
+    names = ", ".join(column for column, _ in columns)
+    if connection.vendor == "postgresql":
+        arrays = ", ".join(f"%s::{db_type}[]" for _, db_type in columns)
+        return f"{name}({names}) AS (SELECT * FROM unnest({arrays}))", [list(values) for values in zip(*rows)]
+    row = f"({', '.join(['%s'] * len(columns))})"
+    return f"{name}({names}) AS (VALUES {', '.join([row] * len(rows))})", [value for r in rows for value in r]
+
+
+def db_time(value):
+    """An instant as a written statement's parameter: SQLite stores Django's naive UTC text."""
+    return value if connection.vendor == "postgresql" else connection.ops.adapt_datetimefield_value(value)
+
+
+def read_time(value):
+    """An instant read by a written statement, aware: SQLite answers UTC text, or a naive
+    datetime for a column it knows the type of."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is not None and value.tzinfo is None:
+        value = value.replace(tzinfo=dt_timezone.utc)
+    return value
 
 
 def lock_due_schedules(fields, buckets: list[int], now, limit: int, exclude: list[str] = ()) -> list[tuple]:
@@ -121,28 +154,27 @@ def register_uploads(items) -> dict[str, tuple]:
     row. ``items`` have ``key, run_id, attempt_id, fence, content_type, worker_token_id``.
     Returns ``{key: (id, created_at)}`` for the rows inserted; a key missing from the answer
     (no such run or attempt, ownership lost, key registered already, or ``worker_token_id``
-    not the credential that claimed) and every key on SQLite take the caller's general
-    path, which tells these apart."""
-    if connection.vendor != "postgresql" or not items:
+    not the credential that claimed) takes the caller's general path, which tells these apart."""
+    if not items:
         return {}
-    run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
+    columns = [("key", "varchar"), ("run_id", "varchar"), ("attempt_id", "varchar"), ("fence", "bigint"),
+               ("content_type", "varchar"), ("worker_token_id", "varchar")]
+    uploads, params = input_rows("u", columns, [tuple(getattr(item, name) for name, _ in columns) for item in items])
     sql = (
-        f"INSERT INTO {StoredObject._meta.db_table} (key, run_id, attempt_id, fence, state, content_type, created_at)"
-        f" SELECT u.key, r.id, a.id, a.fence, 'staged', u.content_type, clock_timestamp()"
-        f" FROM unnest(%s::varchar[], %s::varchar[], %s::varchar[], %s::bigint[], %s::varchar[], %s::varchar[])"
-        f"   AS u(key, run_id, attempt_id, fence, content_type, token_id)"
-        f" JOIN {run_table} AS r ON r.id = u.run_id"
-        f" JOIN {attempt_table} AS a ON a.run_id = r.id AND a.id = u.attempt_id"
+        f"WITH {uploads}"
+        f" INSERT INTO {StoredObject._meta.db_table} (key, run_id, attempt_id, fence, state, content_type, created_at)"
+        f" SELECT u.key, r.id, a.id, a.fence, 'staged', u.content_type, {clock_sql()}"
+        f" FROM u JOIN {Run._meta.db_table} AS r ON r.id = u.run_id"
+        f" JOIN {Attempt._meta.db_table} AS a ON a.run_id = r.id AND a.id = u.attempt_id"
         f" WHERE r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = u.fence"
-        f"   AND a.fence = u.fence AND a.state = 'running' AND r.lease_expires_at > clock_timestamp()"
-        f"   AND (u.token_id IS NULL OR a.worker_token_id = u.token_id)"
-        f" ORDER BY r.id FOR UPDATE OF r"
+        f"   AND a.fence = u.fence AND a.state = 'running' AND r.lease_expires_at > {clock_sql()}"
+        f"   AND (u.worker_token_id IS NULL OR a.worker_token_id = u.worker_token_id)"
+        f" ORDER BY r.id{row_locks(skip_locked=False, of='r')}"
         f" ON CONFLICT (key) DO NOTHING RETURNING key, id, created_at"
     )
-    columns = ("key", "run_id", "attempt_id", "fence", "content_type", "worker_token_id")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [[getattr(item, name) for item in items] for name in columns])
-        return {key: (object_id, created_at) for key, object_id, created_at in cursor.fetchall()}
+        cursor.execute(sql, params)
+        return {key: (object_id, read_time(created_at)) for key, object_id, created_at in cursor.fetchall()}
 
 
 def record_uploads(objs) -> set:
@@ -153,32 +185,32 @@ def record_uploads(objs) -> set:
     if not objs:
         return set()
     fields = ["version_id", "checksum", "size", "content_type", "filename"]
-    if connection.vendor != "postgresql":
-        return {
-            o.id for o in objs
-            if StoredObject.objects.filter(id=o.id, state="staged", version_id__isnull=True).update(
-                uploaded_at=timezone.now(), **{name: getattr(o, name) for name in fields})
-        }
+    columns = [("object_id", "bigint"), *zip(fields, ["varchar", "varchar", "bigint", "varchar", "varchar"])]
+    versions, params = input_rows("v", columns, [(o.id, *(getattr(o, name) for name in fields)) for o in objs])
+    # The extra condition on o.id lets the planner find the rows by index (bulk_set says why).
+    known, known_params = among("o.id", [o.id for o in objs])
     table = StoredObject._meta.db_table
     sql = (
-        f"UPDATE {table} AS o SET version_id = v.version_id, checksum = v.checksum, size = v.size,"
-        f" content_type = v.content_type, filename = v.filename, uploaded_at = clock_timestamp()"
-        f" FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::bigint[], %s::varchar[], %s::varchar[])"
-        f"  AS v(id, version_id, checksum, size, content_type, filename)"
-        f" WHERE o.id = v.id AND o.id = ANY(%s) AND o.state = 'staged' AND o.version_id IS NULL RETURNING o.id"
+        f"WITH {versions}"
+        f" UPDATE {table} AS o SET version_id = v.version_id, checksum = v.checksum, size = v.size,"
+        f" content_type = v.content_type, filename = v.filename, uploaded_at = {clock_sql()}"
+        f" FROM v WHERE o.id = v.object_id AND {known} AND o.state = 'staged' AND o.version_id IS NULL"
+        f" RETURNING id"  # SQLite's RETURNING names the written table's columns unqualified
     )
-    ids = [o.id for o in objs]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [ids, *([getattr(o, name) for o in objs] for name in fields), ids])
+        cursor.execute(sql, [*params, *known_params])
         return {row[0] for row in cursor.fetchall()}
 
 
 def lock_schedules_of_runs(run_ids: list[str]) -> None:
     """Lock the schedules of these runs in id order: a group of completions takes its
-    schedule locks before any run lock, as every single operation does."""
+    schedule locks before any run lock, as every single operation does. Nothing to do on
+    SQLite, whose transactions hold the one write lock."""
+    if not connection.features.has_select_for_update:
+        return
     sql = (
         f"SELECT id FROM {Schedule._meta.db_table} WHERE id IN"
-        f" (SELECT schedule_id FROM {Run._meta.db_table} WHERE id = ANY(%s)) ORDER BY id FOR NO KEY UPDATE"
+        f" (SELECT schedule_id FROM {Run._meta.db_table} WHERE id = ANY(%s)) ORDER BY id{row_locks(skip_locked=False)}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [run_ids])
@@ -195,56 +227,74 @@ COMPLETION_FIELDS = (
 
 def lock_completions(run_ids: list[str], attempt_ids: list[str], keys: list[str]) -> list[tuple]:
     """Lock, in run id order, each completion's run and staged object, and read what the
-    fenced completion checks (COMPLETION_FIELDS, ``effects`` as JSON text), with database
-    time. A completion whose
-    run, attempt or object does not exist is missing from the answer. The caller holds the
-    schedule locks (lock_schedules_of_runs)."""
-    run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
+    fenced completion checks (COMPLETION_FIELDS, ``effects`` as JSON text, instants aware),
+    with database time. A completion whose run, attempt or object does not exist is missing
+    from the answer. The caller holds the schedule locks (lock_schedules_of_runs)."""
+    completions, params = input_rows(
+        "c", [("run_id", "varchar"), ("attempt_id", "varchar"), ("key", "varchar")],
+        list(zip(run_ids, attempt_ids, keys)))
+    if connection.vendor == "postgresql":
+        kind, effects = "s.recurrence ->> 'kind'", "(r.payload -> 'effects')::text"
+    else:
+        kind, effects = "json_extract(s.recurrence, '$.kind')", "json_extract(r.payload, '$.effects')"
     sql = (
-        f"SELECT r.id, r.state, r.fence, r.current_attempt_id, r.lease_expires_at > clock_timestamp(),"
-        f"  r.holds_guard, s.overlap_policy, s.recurrence ->> 'kind', (r.payload -> 'effects')::text, r.resource_class,"
+        f"WITH {completions}"
+        f" SELECT r.id, r.state, r.fence, r.current_attempt_id, r.lease_expires_at > {clock_sql()},"
+        f"  r.holds_guard, s.overlap_policy, {kind}, {effects}, r.resource_class,"
         f"  a.state, a.fence, a.started_at,"
         f"  o.id, o.state, o.attempt_id, o.fence, o.version_id, o.checksum, o.size, o.content_type,"
-        f"  clock_timestamp()"
-        f" FROM unnest(%s::varchar[], %s::varchar[], %s::varchar[]) AS c(run_id, attempt_id, key)"
-        f" JOIN {run_table} AS r ON r.id = c.run_id"
+        f"  {clock_sql()}"
+        f" FROM c JOIN {Run._meta.db_table} AS r ON r.id = c.run_id"
         f" JOIN {Schedule._meta.db_table} AS s ON s.id = r.schedule_id"
-        f" JOIN {attempt_table} AS a ON a.id = c.attempt_id AND a.run_id = r.id"
+        f" JOIN {Attempt._meta.db_table} AS a ON a.id = c.attempt_id AND a.run_id = r.id"
         f" JOIN {StoredObject._meta.db_table} AS o ON o.key = c.key"
-        f" ORDER BY r.id FOR NO KEY UPDATE OF r, o"  # as claims lock (claim_sql._locking)
+        f" ORDER BY r.id{row_locks(skip_locked=False, of='r, o')}"
     )
+    started, now = COMPLETION_FIELDS.index("attempt_started_at"), COMPLETION_FIELDS.index("now")
     with connection.cursor() as cursor:
-        cursor.execute(sql, [run_ids, attempt_ids, keys])
-        return cursor.fetchall()
+        cursor.execute(sql, params)
+        rows = [list(row) for row in cursor.fetchall()]
+    for row in rows:
+        row[started], row[now] = read_time(row[started]), read_time(row[now])
+    return rows
 
 
 def publish_results(rows: list[tuple], now) -> tuple[int, int, int]:
-    """The canonical publication of several succeeded attempts in one statement: each
-    ``(run id, attempt id, object id, key, version id, checksum, size, content type)``
-    marks its object referenced, its attempt succeeded and its run succeeded with the
-    result pointer, each write guarded by the state the caller locked and checked. Returns
-    the rows written per table (objects, attempts, runs)."""
-    run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
+    """The canonical publication of several succeeded attempts: each ``(run id, attempt id,
+    object id, key, version id, checksum, size, content type)`` marks its object referenced,
+    its attempt succeeded and its run succeeded with the result pointer, each write guarded
+    by the state the caller locked and checked. One statement on PostgreSQL, three on SQLite
+    (which has no writing WITH). Returns the rows written per table (objects, attempts, runs)."""
+    published, params = input_rows(
+        "p", [("run_id", "varchar"), ("attempt_id", "varchar"), ("object_id", "bigint"), ("key", "varchar"),
+              ("version_id", "varchar"), ("checksum", "varchar"), ("size", "bigint"), ("content_type", "varchar")],
+        rows)
     active = ", ".join(f"'{state}'" for state in (RunState.PENDING, RunState.QUEUED, RunState.RUNNING))
-    sql = (
-        f"WITH p AS (SELECT * FROM unnest(%s::varchar[], %s::varchar[], %s::bigint[], %s::varchar[],"
-        f"  %s::varchar[], %s::varchar[], %s::bigint[], %s::varchar[])"
-        f"  AS p(run_id, attempt_id, object_id, key, version_id, checksum, size, content_type)),"
-        f" o AS (UPDATE {StoredObject._meta.db_table} AS o SET state = 'referenced', referenced_at = %s"
-        f"  FROM p WHERE o.id = p.object_id AND o.state = 'staged' RETURNING o.id),"
-        f" a AS (UPDATE {attempt_table} AS a SET state = 'succeeded', finished_at = %s, error = '', retryable = NULL"
-        f"  FROM p WHERE a.id = p.attempt_id AND a.state = 'running' RETURNING a.id),"
-        f" r AS (UPDATE {run_table} AS r SET state = 'succeeded', pending_reason = '', finished_at = %s,"
-        f"  holds_guard = false, accepted_attempt_id = p.attempt_id, result_key = p.key,"
-        f"  result_version_id = p.version_id, result_checksum = p.checksum, result_size = p.size,"
-        f"  result_content_type = p.content_type"
-        f"  FROM p WHERE r.id = p.run_id AND r.id = ANY(%s) AND r.state IN ({active}) RETURNING r.id)"
-        f" SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM a), (SELECT count(*) FROM r)"
-    )
-    columns = list(zip(*rows))
+    known, known_params = among("r.id", [row[0] for row in rows])  # by index (bulk_set says why)
+    updates = [
+        (f"UPDATE {StoredObject._meta.db_table} AS o SET state = 'referenced', referenced_at = %s"
+         f" FROM p WHERE o.id = p.object_id AND o.state = 'staged'", []),
+        (f"UPDATE {Attempt._meta.db_table} AS a SET state = 'succeeded', finished_at = %s, error = '', retryable = NULL"
+         f" FROM p WHERE a.id = p.attempt_id AND a.state = 'running'", []),
+        (f"UPDATE {Run._meta.db_table} AS r SET state = 'succeeded', pending_reason = '', finished_at = %s,"
+         f" holds_guard = false, accepted_attempt_id = p.attempt_id, result_key = p.key,"
+         f" result_version_id = p.version_id, result_checksum = p.checksum, result_size = p.size,"
+         f" result_content_type = p.content_type"
+         f" FROM p WHERE r.id = p.run_id AND {known} AND r.state IN ({active})", known_params),
+    ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*map(list, columns), now, now, now, list(columns[0])])
-        return cursor.fetchone()
+        if connection.vendor == "postgresql":
+            writes = ", ".join(f"{alias} AS ({sql} RETURNING {alias}.id)" for alias, (sql, _) in zip("oar", updates))
+            cursor.execute(
+                f"WITH {published}, {writes} SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM a),"
+                f" (SELECT count(*) FROM r)",
+                [*params, *(p for _, extra in updates for p in [now, *extra])])
+            return cursor.fetchone()
+        counts = []
+        for sql, extra in updates:  # counted by RETURNING: sqlite3 has no rowcount for a WITH statement
+            cursor.execute(f"WITH {published} {sql} RETURNING 1", [*params, db_time(now), *extra])
+            counts.append(len(cursor.fetchall()))
+        return tuple(counts)
 
 
 def lock_schedules(fields, ids: list[str]) -> list[tuple]:

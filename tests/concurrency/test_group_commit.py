@@ -77,8 +77,11 @@ def test_group__costs_the_same_statements_whatever_its_size(tenant):
         with CaptureQueriesContext(connection) as queries:
             answers = authority.complete_succeeded(group)
         assert {a.state for a in answers} == {RunState.SUCCEEDED}
-        costs.append(len([q for q in queries.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]))
-    assert costs == [3, 3]
+        costs.append(len([q for q in queries.captured_queries
+                          if q["sql"] not in ("BEGIN", "BEGIN IMMEDIATE", "COMMIT")]))
+    # PostgreSQL: lock the schedules, lock and read the completions, publish. The embedded
+    # SQLite takes no row locks and publishes with three statements (it has no writing WITH).
+    assert costs == ([3, 3] if connection.vendor == "postgresql" else [4, 4])
 
 
 def test_group__creates_each_publication_s_effect_intents(tenant):

@@ -1,0 +1,40 @@
+"""The hot path's statements on the embedded SQLite: registering and recording uploads, and
+the group commit, are the same SQL texts as on PostgreSQL (runs.authority.sql.input_rows),
+so the tests that pin their behaviour run again here on SQLite, as `make run` has it.
+
+They run in a child pytest with nothing configured (SQLite under the test's own var/),
+since this process's database is PostgreSQL; the fencing races run too, each of their
+threads on its own connection to the SQLite file. Left out: the PostgreSQL-only drill that
+terminates a backend mid-group."""
+
+import os
+import re
+import subprocess
+import sys
+
+from tests.e2e.embedded import UNSET
+from tests.e2e.processes import ROOT
+
+MODULES = [
+    "tests/concurrency/test_group_commit.py",
+    "tests/concurrency/test_fencing_races.py",
+    "tests/runs/test_stage_retry.py",
+    "tests/runs/test_authority_flow.py",
+    "tests/workers/test_runtime.py",
+]
+
+
+def test_hot_path_tests__pass_on_the_embedded_sqlite(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in UNSET} | {"SCHEDULER_VAR_DIR": str(tmp_path / "var")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not pg_terminate_backend", *MODULES],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    # Every selected test ran and passed: nothing skipped, nothing deselected but the drill.
+    assert re.fullmatch(r"=* ?\d+ passed, 1 deselected in .*", summary), summary
+    assert "sqlite" in subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from django.db import connection; print(connection.vendor)"],
+        cwd=ROOT, env=env | {"DJANGO_SETTINGS_MODULE": "scheduler_project.settings"}, capture_output=True, text=True,
+    ).stdout
