@@ -42,10 +42,11 @@ def among(column: str, values) -> tuple[str, list]:
 
 
 def row_locks(skip_locked: bool = True, of: str = "") -> str:
-    """Row locks of a claim (of the tables aliased ``of``, when given): NO KEY UPDATE excludes every other claim, completion and edit
-    of the row as FOR UPDATE does, but not the foreign-key checks of rows inserted
-    meanwhile (FOR KEY SHARE): a scanner materializing a tenant's runs, or a completion
-    registering a run's object, never waits for a claim of that tenant to commit."""
+    """Row locks of the hot path (of the tables aliased ``of``, when given): NO KEY UPDATE
+    excludes every other claim, completion and edit of the row as FOR UPDATE does, but not
+    the foreign-key checks of rows inserted meanwhile (FOR KEY SHARE): a scanner
+    materializing a tenant's runs, or a completion registering a run's object, never waits
+    for a claim of that tenant to commit. None on SQLite, which has one writer at a time."""
     if not connection.features.has_select_for_update:
         return ""
     return f" FOR NO KEY UPDATE{f' OF {of}' if of else ''}{' SKIP LOCKED' if skip_locked else ''}"

@@ -26,15 +26,19 @@ MODULES = [
 
 def test_hot_path_tests__pass_on_the_embedded_sqlite(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in UNSET} | {"SCHEDULER_VAR_DIR": str(tmp_path / "var")}
+    vendor = "from django.db import connection; print(connection.vendor)"
+    assert _python(env, f"import django; django.setup(); {vendor}").strip() == "sqlite"
+
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not pg_terminate_backend", *MODULES],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
-    summary = done.stdout.strip().splitlines()[-1]
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     # Every selected test ran and passed: nothing skipped, nothing deselected but the drill.
+    summary = done.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"=* ?\d+ passed, 1 deselected in .*", summary), summary
-    assert "sqlite" in subprocess.run(
-        [sys.executable, "-c", "import django; django.setup(); from django.db import connection; print(connection.vendor)"],
-        cwd=ROOT, env=env | {"DJANGO_SETTINGS_MODULE": "scheduler_project.settings"}, capture_output=True, text=True,
-    ).stdout
+
+
+def _python(env: dict, code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                          env=env | {"DJANGO_SETTINGS_MODULE": "scheduler_project.settings"}).stdout
