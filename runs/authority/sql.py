@@ -8,12 +8,9 @@ per column on PostgreSQL and a VALUES list on SQLite, which takes no row locks (
 writer at a time). Callers hold the locks each statement's docstring names.
 """
 
-from datetime import timezone as dt_timezone
-
 from django.db import connection
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
-from django.utils.dateparse import parse_datetime
 
 from runs.authority.claim_sql import among, clock_sql, row_locks
 from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject
@@ -52,19 +49,12 @@ def input_rows(name: str, columns: list[tuple[str, str]], rows: list[tuple]) -> 
     return f"{name}({names}) AS (VALUES {', '.join([row] * len(rows))})", [value for r in rows for value in r]
 
 
-def db_time(value):
-    """An instant as a written statement's parameter: SQLite stores Django's naive UTC text."""
-    return value if connection.vendor == "postgresql" else connection.ops.adapt_datetimefield_value(value)
-
-
 def read_time(value):
-    """An instant read by a written statement, aware: SQLite answers UTC text, or a naive
-    datetime for a column it knows the type of."""
-    if isinstance(value, str):
-        value = parse_datetime(value)
-    if value is not None and value.tzinfo is None:
-        value = value.replace(tzinfo=dt_timezone.utc)
-    return value
+    """An instant read by a raw statement, aware: PostgreSQL answers it so; SQLite answers UTC
+    text (or a naive datetime), converted as Django converts its datetime columns."""
+    if connection.vendor == "postgresql":
+        return value
+    return connection.ops.convert_datetimefield_value(value, None, connection)
 
 
 def lock_due_schedules(fields, buckets: list[int], now, limit: int, exclude: list[str] = ()) -> list[tuple]:
@@ -250,10 +240,13 @@ def lock_completions(run_ids: list[str], attempt_ids: list[str], keys: list[str]
         f" JOIN {StoredObject._meta.db_table} AS o ON o.key = c.key"
         f" ORDER BY r.id{row_locks(skip_locked=False, of='r, o')}"
     )
-    started, now = COMPLETION_FIELDS.index("attempt_started_at"), COMPLETION_FIELDS.index("now")
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = [list(row) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    if connection.vendor == "postgresql":
+        return rows
+    started, now = COMPLETION_FIELDS.index("attempt_started_at"), COMPLETION_FIELDS.index("now")
+    rows = [list(row) for row in rows]
     for row in rows:
         row[started], row[now] = read_time(row[started]), read_time(row[now])
     return rows
@@ -290,9 +283,9 @@ def publish_results(rows: list[tuple], now) -> tuple[int, int, int]:
                 f" (SELECT count(*) FROM r)",
                 [*params, *(p for _, extra in updates for p in [now, *extra])])
             return cursor.fetchone()
-        counts = []
+        counts, stored_now = [], connection.ops.adapt_datetimefield_value(now)  # Django's naive UTC text
         for sql, extra in updates:  # counted by RETURNING: sqlite3 has no rowcount for a WITH statement
-            cursor.execute(f"WITH {published} {sql} RETURNING 1", [*params, db_time(now), *extra])
+            cursor.execute(f"WITH {published} {sql} RETURNING 1", [*params, stored_now, *extra])
             counts.append(len(cursor.fetchall()))
         return tuple(counts)
 
