@@ -2,7 +2,6 @@
 
 import os
 import shutil
-import signal
 
 import pytest
 import redis
@@ -49,12 +48,7 @@ def processes(tmp_path, request):
     failed = report is not None and report.failed
     if failed:
         print_database_sessions()
-    for name in list(procs.children):  # a stopped child cannot act on SIGTERM
-        try:
-            procs.signal(name, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
-    procs.stop_all()
+    procs.kill_all()  # SIGSTOPped children too
     if failed:
         for path in sorted(tmp_path.glob("*.log")):
             text = path.read_text(errors="replace")

@@ -23,7 +23,7 @@ LEASE_SECONDS = 45  # outlives the outage (the chaos suite's own leases are 3 s)
 def test_drill__database_restart_mid_burst__nothing_lost_no_attempt_wasted(primary, chaos):
     load = Load(chaos.tenant())
     JobType.objects.filter(name="demo.sleep").update(default_lease_seconds=LEASE_SECONDS)
-    chaos.burst(BURST, seconds=(0.5, 2.0), load=load)
+    chaos.burst(BURST, seconds=(0.3, 1.2), load=load)
     chaos.start(workers=2, concurrency=4)
     chaos.wait_terminal(load, BURST // 4)
     running = chaos.wait_running(chaos.worker_label("worker-1"))  # a worker is mid-job right now
