@@ -18,7 +18,7 @@ from django.conf import settings
 
 from runs import scan_directory
 from runs.loops import Stopper, guarded, scan_pass
-from runs.timers import Timers, fire
+from runs.timers import FIRST_CHUNK, Timers, fire
 
 log = logging.getLogger("scheduler.scan")
 
@@ -49,6 +49,10 @@ class ScanLoop:
                 guarded(lambda: scan_directory.leave(self.scanner_id), name="scan")
 
     def tick(self) -> None:
+        # Due timers first: the directory renewal, the timers' refresh and the poll can wait
+        # the few milliseconds a firing takes, the instant cannot (each fire is guarded in
+        # the database, whoever holds the bucket's lease).
+        self.fire_due()
         if self.scanner_id and time.monotonic() >= self.next_renew:
             buckets = scan_directory.renew(self.scanner_id)
             self.next_renew = time.monotonic() + self.renew_every
@@ -60,16 +64,23 @@ class ScanLoop:
             if time.monotonic() >= self.next_refresh:
                 self.timers.load(self.buckets)
                 self.next_refresh = time.monotonic() + settings.SCAN_TIMER_REFRESH_SECONDS
-            fired = self.timers.pop_due()
-            if fired:
-                stats = fire(self.timers, fired, batch_size=self.batch_size)
-                log.info("scan: timers=%d %s", len(fired), stats)
+            self.fire_due()
         if time.monotonic() >= self.next_poll:
             stats = scan_pass(buckets=self.buckets, batch_size=self.batch_size)
             self.next_poll = time.monotonic() + self.interval
             if stats:
                 log.info("scan: %s", stats)
                 self.next_refresh = 0.0  # the instants after those the poll found: timers too
+
+    def fire_due(self) -> None:
+        """Fire the due timers: a wave's first few before the rest are even popped."""
+        if self.timers is None:
+            return
+        for limit in (FIRST_CHUNK, None):
+            fired = self.timers.pop_due(limit=limit)
+            if fired:
+                stats = fire(self.timers, fired, batch_size=self.batch_size)
+                log.info("scan: timers=%d %s", len(fired), stats)
 
     def sleep_seconds(self) -> float:
         """Until the next timer, poll, renewal or refresh, whichever comes first."""

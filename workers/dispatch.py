@@ -109,10 +109,14 @@ def republish_and_relay() -> int:
         if restarted:
             relay_log.warning("the broker restarted: republishing %d hints it lost", restarted)
         _seen_epoch = epoch
+    published = relay_all(epoch)
+    # The time-based backstop after what is ready has gone: a wake-up at a wave's first
+    # commit publishes before it reads anything else.
     republished = republish_lost_hints(queued_claims)
     if republished:
         relay_log.warning("republishing %d hints that look lost", republished)
-    return relay_all(epoch)
+        published += relay_all(epoch)
+    return published
 
 
 class EmbeddedDispatcher:

@@ -10,7 +10,8 @@ import pytest
 from django.conf import settings
 
 from runs.models import Run
-from runs.timers import Timers, fire
+from runs.scanner import ScanLoop
+from runs.timers import FIRST_CHUNK, Timers, fire
 from schedules.models import Schedule
 from schedules.services import schedule_pause, schedule_update
 from schedules.specs import ScheduleSpec
@@ -121,7 +122,26 @@ def test_timers__a_wave__fired_in_batches_each_schedule_once(tenant):
 
     time.sleep(timers.seconds_to_next())
     fired = timers.pop_due()
-    stats = fire(timers, fired, batch_size=60)  # transactions of 50, 60 and 20
+    stats = fire(timers, fired, batch_size=60)  # transactions of 10, 60 and 60
 
     assert stats.queued == 130 and stats.schedules == 130
     assert Run.objects.filter(schedule__in=schedules, scheduled_at=instant).count() == 130
+
+
+def test_scan_loop__a_wave__its_first_few_committed_before_the_rest_are_popped(tenant):
+    schedules = [create_schedule(tenant, name=f"w{i}") for i in range(3 * FIRST_CHUNK)]
+    instant = authority_now() + timedelta(seconds=0.5)
+    Schedule.objects.filter(id__in=[s.id for s in schedules]).update(next_run_at=instant)
+    loop = ScanLoop(buckets=ALL)
+    loop.timers.load(ALL)
+    popped = []
+    pop_due = loop.timers.pop_due
+    loop.timers.pop_due = lambda limit=None: popped.append(  # what was written when each pop began
+        Run.objects.filter(schedule__in=schedules).count()) or pop_due(limit)
+
+    time.sleep(loop.timers.seconds_to_next())
+    loop.fire_due()
+
+    assert popped == [0, FIRST_CHUNK]
+    runs = Run.objects.filter(schedule__in=schedules, scheduled_at=instant)
+    assert runs.count() == len(schedules) == len({run.schedule_id for run in runs})
