@@ -140,7 +140,10 @@ def test_scan_loop__a_wave__its_first_few_committed_before_the_rest_are_popped(t
         Run.objects.filter(schedule__in=schedules).count()) or pop_due(limit)
 
     time.sleep(loop.timers.seconds_to_next())
-    loop.fire_due()
+    try:
+        loop.fire_due()
+    finally:
+        loop.timers.close()
 
     assert popped == [0, FIRST_CHUNK]
     runs = Run.objects.filter(schedule__in=schedules, scheduled_at=instant)
