@@ -19,7 +19,7 @@ def redis_url():
 def processes(tmp_path, request):
     procs = Processes(tmp_path, env=dict(os.environ, LOG_LEVEL="INFO", PYTHONUNBUFFERED="1"))
     yield procs
-    procs.kill_all()
+    procs.stop_all()
     if request.node.rep_call.failed if hasattr(request.node, "rep_call") else False:
         for name in ("scan", "relay", "sweep", "worker", "worker-2", "serve"):
             text = procs.log(name)

@@ -71,8 +71,10 @@ class Processes:
         self._stop(list(self.children), timeout)
 
     def kill_all(self) -> None:
-        """SIGKILL every child's group at once: a test's teardown, once nothing it asserts
-        depends on how the children end (a graceful stop of a Celery worker costs 1-2 s)."""
+        """SIGKILL every child's group at once (a graceful stop of a Celery worker costs 1-2 s):
+        the chaos suite's teardown, whose transactional tests flush whatever a killed worker
+        left behind. A worker killed so does not withdraw its slot report (runs.WorkerSlots),
+        so a test that does not flush the database stops its workers with ``stop_all``."""
         for child in self.children.values():
             try:
                 os.killpg(child.pid, signal.SIGKILL)
