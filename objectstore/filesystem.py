@@ -1,7 +1,12 @@
 """Filesystem backend: the embedded default, one file per object under a root directory.
 
-Each object file starts with a one-line JSON header (content type, checksum, size) followed
-by the raw bytes, so data and metadata become visible together in a single os.link.
+An object lives at ``<root>/<first two hex digits>/<sha256 of its key>.object``: 256
+directories made once, so writing an object creates one directory entry and no directory.
+Each object file starts with a one-line JSON header (key, content type, checksum, size)
+followed by the raw bytes, so data and metadata become visible together in a single os.link.
+
+Stores written before this layout kept an object at its key's own path (``runs/r/a/result``
+as ``runs/r/a/result.object``); such objects are still read, deleted and never overwritten.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from django.core import signing
 from objectstore import DEFAULT_FILENAME, ObjectExists, ObjectMissing, StoredVersion, check_key, download_filename
 from objectstore.sources import FileSource, VerifyingReader
 
-# Appended to every object file name, so key "a" (file a.object) and key "a/b" (dir a) coexist.
+# Appended to every object file name (in the earlier layout, so key "a" (file a.object) and
+# key "a/b" (dir a) coexisted).
 OBJECT_SUFFIX = ".object"
+SHARDS = [f"{i:02x}" for i in range(256)]
 TOKEN_SALT = "object-download"
 MAX_HEADER_BYTES = 4096
 
@@ -28,9 +35,26 @@ MAX_HEADER_BYTES = 4096
 class FilesystemObjectStore:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._shards_made = False
 
     def ensure_ready(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        self._make_shards()
+
+    def _make_shards(self) -> None:
+        """Create the 256 object directories (those missing), then make their entries durable."""
+        if self._shards_made:
+            return
+        created = False
+        for shard in SHARDS:
+            try:
+                (self.root / shard).mkdir(parents=True)
+                created = True
+            except FileExistsError:
+                pass
+        if created:
+            _fsync_dir(self.root)
+        self._shards_made = True
 
     def put_new(self, key: str, data: bytes, content_type: str) -> StoredVersion:
         return _raised(self.put_new_many([(key, data, content_type)])[0])
@@ -46,6 +70,7 @@ class FilesystemObjectStore:
         commits the journal for all the links, the rest find nothing left to commit). Each
         object is judged on its own: its version, or what stopped it (ObjectExists,
         ChecksumMismatch, an OSError); a failed one leaves nothing stored."""
+        self._make_shards()
         results: list[StoredVersion | Exception | None] = [None] * len(items)
         written = []  # (index, version, open temp file, final path)
         for i, (key, data, content_type) in enumerate(items):
@@ -65,6 +90,9 @@ class FilesystemObjectStore:
         directories = set()
         for i, stored, temp, path in synced:
             try:
+                legacy = self._legacy_path(stored.key)
+                if legacy and os.path.lexists(legacy):  # written under the earlier layout
+                    raise FileExistsError(stored.key)
                 # link (unlike rename) refuses to replace an existing name: that is the exclusive create,
                 # and the final name only ever points at a complete, fsynced file.
                 os.link(temp, path)
@@ -89,8 +117,8 @@ class FilesystemObjectStore:
             digest = hashlib.sha256(data).hexdigest()
             stored = StoredVersion(key, digest, "sha256:" + digest, len(data), content_type)
         path = self._path(key)
-        header = json.dumps({"content_type": content_type, "sha256": stored.version_id, "size": stored.size})
-        path.parent.mkdir(parents=True, exist_ok=True)
+        header = json.dumps(
+            {"key": key, "content_type": content_type, "sha256": stored.version_id, "size": stored.size})
         temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
         f = open(temp, "xb")
         try:
@@ -121,19 +149,16 @@ class FilesystemObjectStore:
             return f.read()
 
     def current(self, key: str) -> StoredVersion:
-        try:
-            with open(self._path(key), "rb") as f:
-                return _read_header(key, f)
-        except (FileNotFoundError, NotADirectoryError):
-            raise ObjectMissing(key) from None
+        _, f = self._open(key, missing=key)
+        with f:
+            return _read_header(key, f)
 
     def open_version(self, key: str, version_id: str) -> tuple[StoredVersion, BinaryIO]:
         """Open exactly this version, positioned at its first data byte (for streaming)."""
-        path = self._path(key)
-        try:
-            f = open(path, "rb")
-        except (FileNotFoundError, NotADirectoryError):
-            raise ObjectMissing(f"{key}@{version_id}") from None
+        return self._open_version(key, version_id)[1:]
+
+    def _open_version(self, key: str, version_id: str) -> tuple[Path, StoredVersion, BinaryIO]:
+        path, f = self._open(key, missing=f"{key}@{version_id}")
         try:
             stored = _read_header(key, f)
         except Exception:
@@ -142,16 +167,27 @@ class FilesystemObjectStore:
         if stored.version_id != version_id:
             f.close()
             raise ObjectMissing(f"{key}@{version_id}")
-        return stored, f
+        return path, stored, f
+
+    def _open(self, key: str, missing: str) -> tuple[Path, BinaryIO]:
+        """The file holding ``key``, open at its header: under this layout's name, else under
+        the earlier layout's; ObjectMissing(missing) when neither exists."""
+        for path in filter(None, (self._path(key), self._legacy_path(key))):
+            try:
+                return path, open(path, "rb")
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+        raise ObjectMissing(missing)
 
     def delete(self, key: str, version_id: str) -> None:
         try:
-            self.head(key, version_id)
+            path, _, f = self._open_version(key, version_id)
         except ObjectMissing:
             return
+        f.close()
         # Versions are content-addressed; concurrent delete+re-put of one key is serialized by
         # the object registry row lock, so the file checked above is the one unlinked here.
-        self._path(key).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
 
     def download_url(
         self, key: str, version_id: str, expires_in: int, base_url: str, filename: str = DEFAULT_FILENAME
@@ -161,10 +197,15 @@ class FilesystemObjectStore:
         return f"{base_url.rstrip('/')}/api/v1/objects/{token}"
 
     def _path(self, key: str) -> Path:
-        check_key(key)
+        digest = hashlib.sha256(check_key(key).encode()).hexdigest()
+        return self.root / digest[:2] / (digest + OBJECT_SUFFIX)
+
+    def _legacy_path(self, key: str) -> Path | None:
+        """Where the earlier layout kept ``key``: its own path, one directory per segment
+        (None for a key that layout could not hold)."""
         *dirs, name = key.split("/")
         if any(part.endswith(OBJECT_SUFFIX) for part in dirs):
-            raise ValueError(f"object key directory segments must not end with {OBJECT_SUFFIX!r}: {key!r}")
+            return None
         return self.root.joinpath(*dirs, name + OBJECT_SUFFIX)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 import urllib.error
@@ -257,7 +258,44 @@ def test_file_put_new__concurrent_writers_exactly_one_wins(file_store):
     assert len(winners) == 1
     assert file_store.get(KEY, winners[0].version_id).startswith(b"writer ")
     # Temp files never linger, and never sit under the final name.
-    assert sorted(p.name for p in (file_store.root / "runs/run_7/att_2").iterdir()) == ["result.object"]
+    digest = hashlib.sha256(KEY.encode()).hexdigest()
+    assert sorted(p.name for p in (file_store.root / digest[:2]).iterdir()) == [digest + ".object"]
+
+
+def test_file_layout__one_file_per_object_named_by_its_keys_hash(file_store):
+    keys = [KEY, "runs/run_7", "reports/2026/12/summary.csv", "a.object/b"]
+    for key in keys:
+        file_store.put_new(key, key.encode(), "text/plain")
+
+    # No directory per key segment: the 256 directories made once, each object a file in one.
+    assert sorted(p.name for p in file_store.root.iterdir()) == [f"{i:02x}" for i in range(256)]
+    for key in keys:
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        header, data = (file_store.root / digest[:2] / f"{digest}.object").read_bytes().split(b"\n", 1)
+        assert json.loads(header)["key"] == key  # the file says which object it holds
+        assert data == key.encode()
+
+
+def test_file_layout__objects_of_the_earlier_layout_are_read_kept_and_deleted(file_store):
+    # The earlier layout kept an object at its key's own path, with no key in its header.
+    data = b"written by an earlier version"
+    digest = hashlib.sha256(data).hexdigest()
+    legacy = file_store.root / "runs/run_7/att_2/result.object"
+    legacy.parent.mkdir(parents=True)
+    header = json.dumps({"content_type": "text/csv", "sha256": digest, "size": len(data)}).encode()
+    legacy.write_bytes(header + b"\n" + data)
+
+    assert file_store.get(KEY, digest) == data
+    assert file_store.current(KEY) == file_store.head(KEY, digest)
+    assert file_store.head(KEY, digest).content_type == "text/csv"
+    with pytest.raises(ObjectExists):
+        file_store.put_new(KEY, b"a second object under the same key", "text/plain")
+    assert file_store.get(KEY, digest) == data
+
+    file_store.delete(KEY, digest)
+    assert not legacy.exists()
+    with pytest.raises(ObjectMissing):
+        file_store.current(KEY)
 
 
 def test_get_object_store__built_once_from_settings(settings, tmp_path):
