@@ -9,6 +9,10 @@ database's own (``NOW``), never this process's clock.
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import uuid
+
 from django.db import connection
 
 from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, WorkerSlots
@@ -33,11 +37,30 @@ def clock_sql() -> str:
     return "clock_timestamp()" if connection.vendor == "postgresql" else SQLITE_NOW
 
 
+ARRAY_ELEMENT_TYPES = (str, int, float, decimal.Decimal, datetime.date, datetime.time, uuid.UUID)
+
+
+def pg_array(values) -> str:
+    """A PostgreSQL array literal of ``values`` (scalars or None), bound as one text parameter
+    and cast where it is used (``%s::varchar[]``, or ``column = ANY(%s)``, typed by its column).
+
+    psycopg binds a list itself, but client-side binding (what PgBouncer in transaction
+    pooling needs) quotes it element by element in Python: about 40 µs per array of 32, five
+    times what this costs, and a claim or a group commit binds a dozen such arrays."""
+    return "{" + ",".join(["NULL" if value is None else _array_element(value) for value in values]) + "}"
+
+
+def _array_element(value) -> str:
+    if not isinstance(value, ARRAY_ELEMENT_TYPES):  # bool is an int: str() gives True/False, which PostgreSQL reads
+        raise TypeError(f"no array literal for {type(value).__name__}")
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def among(column: str, values) -> tuple[str, list]:
     """``column`` is one of ``values`` (non-empty): the condition and its parameters."""
     values = list(values)
     if connection.vendor == "postgresql":
-        return f"{column} = ANY(%s)", [values]
+        return f"{column} = ANY(%s)", [pg_array(values)]
     return f"{column} IN ({', '.join(['%s'] * len(values))})", values
 
 
@@ -170,13 +193,24 @@ def insert_attempts(attempts: list[Attempt]) -> None:
 
 def mark_dispatched(run_ids: list[str]) -> None:
     """The dispatch intents of these claimed runs are served: their hints are spent."""
-    condition, params = among("run_id", run_ids)
+    if connection.vendor != "postgresql":
+        condition, params = among("run_id", run_ids)
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {OUTBOX} SET processed_at = {now_sql()}"
+                           f" WHERE {condition} AND kind = %s AND processed_at IS NULL", [*params, OutboxKind.DISPATCH])
+        return
+    # Each run's intents looked up through the run_id index, one lookup per run (OFFSET 0 keeps
+    # the lookup per run). As one `run_id = ANY(...)` condition, a planner with no statistics
+    # of the outbox (a new database's first wave, before autovacuum analyzed it) counts 0.5 %
+    # of the table per id and, for a claim's few dozen ids, reads the whole table instead.
     sql = (
-        f"UPDATE {OUTBOX} SET processed_at = {now_sql()}"
-        f" WHERE {condition} AND kind = %s AND processed_at IS NULL"
+        f"UPDATE {OUTBOX} AS t SET processed_at = {now_sql()}"
+        f" FROM unnest(%s::varchar[]) AS c(run_id) CROSS JOIN LATERAL ("
+        f"  SELECT id FROM {OUTBOX} WHERE run_id = c.run_id AND kind = %s AND processed_at IS NULL OFFSET 0"
+        f" ) AS o WHERE t.id = o.id"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, OutboxKind.DISPATCH])
+        cursor.execute(sql, [pg_array(run_ids), OutboxKind.DISPATCH])
 
 
 def _rows(sql: str, params: list) -> list[tuple]:

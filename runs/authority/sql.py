@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
 
-from runs.authority.claim_sql import among, clock_sql, row_locks
+from runs.authority.claim_sql import among, clock_sql, pg_array, row_locks
 from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject
 from schedules.models import Schedule
 
@@ -44,7 +44,7 @@ def input_rows(name: str, columns: list[tuple[str, str]], rows: list[tuple]) -> 
     names = ", ".join(column for column, _ in columns)
     if connection.vendor == "postgresql":
         arrays = ", ".join(f"%s::{db_type}[]" for _, db_type in columns)
-        return f"{name}({names}) AS (SELECT * FROM unnest({arrays}))", [list(values) for values in zip(*rows)]
+        return f"{name}({names}) AS (SELECT * FROM unnest({arrays}))", [pg_array(values) for values in zip(*rows)]
     row = f"({', '.join(['%s'] * len(columns))})"
     return f"{name}({names}) AS (VALUES {', '.join([row] * len(rows))})", [value for r in rows for value in r]
 
@@ -134,7 +134,7 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
         f" RETURNING a.id, e.cancellation_requested"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [[a for a, _ in held], [f for _, f in held]])
+        cursor.execute(sql, [pg_array(a for a, _ in held), pg_array(f for _, f in held)])
         return dict(cursor.fetchall())
 
 
@@ -150,20 +150,22 @@ def register_uploads(items) -> dict[str, tuple]:
     columns = [("key", "varchar"), ("run_id", "varchar"), ("attempt_id", "varchar"), ("fence", "bigint"),
                ("content_type", "varchar"), ("worker_token_id", "varchar")]
     uploads, params = input_rows("u", columns, [tuple(getattr(item, name) for name, _ in columns) for item in items])
+    runs, run_params = among("r.id", [item.run_id for item in items])  # by index (bulk_set says why)
+    attempts, attempt_params = among("a.id", [item.attempt_id for item in items])
     sql = (
         f"WITH {uploads}"
         f" INSERT INTO {StoredObject._meta.db_table} (key, run_id, attempt_id, fence, state, content_type, created_at)"
         f" SELECT u.key, r.id, a.id, a.fence, 'staged', u.content_type, {clock_sql()}"
         f" FROM u JOIN {Run._meta.db_table} AS r ON r.id = u.run_id"
         f" JOIN {Attempt._meta.db_table} AS a ON a.run_id = r.id AND a.id = u.attempt_id"
-        f" WHERE r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = u.fence"
+        f" WHERE {runs} AND {attempts} AND r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = u.fence"
         f"   AND a.fence = u.fence AND a.state = 'running' AND r.lease_expires_at > {clock_sql()}"
         f"   AND (u.worker_token_id IS NULL OR a.worker_token_id = u.worker_token_id)"
         f" ORDER BY r.id{row_locks(skip_locked=False, of='r')}"
         f" ON CONFLICT (key) DO NOTHING RETURNING key, id, created_at"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, [*params, *run_params, *attempt_params])
         return {key: (object_id, read_time(created_at)) for key, object_id, created_at in cursor.fetchall()}
 
 
@@ -203,7 +205,7 @@ def lock_schedules_of_runs(run_ids: list[str]) -> None:
         f" (SELECT schedule_id FROM {Run._meta.db_table} WHERE id = ANY(%s)) ORDER BY id{row_locks(skip_locked=False)}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [run_ids])
+        cursor.execute(sql, [pg_array(run_ids)])
 
 
 # What lock_completions reads per completion, in this order.
@@ -223,6 +225,8 @@ def lock_completions(run_ids: list[str], attempt_ids: list[str], keys: list[str]
     completions, params = input_rows(
         "c", [("run_id", "varchar"), ("attempt_id", "varchar"), ("key", "varchar")],
         list(zip(run_ids, attempt_ids, keys)))
+    runs, run_params = among("r.id", run_ids)  # by index (bulk_set says why)
+    attempts, attempt_params = among("a.id", attempt_ids)
     if connection.vendor == "postgresql":
         kind, effects = "s.recurrence ->> 'kind'", "(r.payload -> 'effects')::text"
     else:
@@ -238,10 +242,11 @@ def lock_completions(run_ids: list[str], attempt_ids: list[str], keys: list[str]
         f" JOIN {Schedule._meta.db_table} AS s ON s.id = r.schedule_id"
         f" JOIN {Attempt._meta.db_table} AS a ON a.id = c.attempt_id AND a.run_id = r.id"
         f" JOIN {StoredObject._meta.db_table} AS o ON o.key = c.key"
+        f" WHERE {runs} AND {attempts}"
         f" ORDER BY r.id{row_locks(skip_locked=False, of='r, o')}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, [*params, *run_params, *attempt_params])
         rows = cursor.fetchall()
     if connection.vendor == "postgresql":
         return rows
@@ -263,17 +268,20 @@ def publish_results(rows: list[tuple], now) -> tuple[int, int, int]:
               ("version_id", "varchar"), ("checksum", "varchar"), ("size", "bigint"), ("content_type", "varchar")],
         rows)
     active = ", ".join(f"'{state}'" for state in (RunState.PENDING, RunState.QUEUED, RunState.RUNNING))
-    known, known_params = among("r.id", [row[0] for row in rows])  # by index (bulk_set says why)
+    # Each row also found among its ids, by index (bulk_set says why).
+    objects, object_params = among("o.id", [row[2] for row in rows])
+    attempts, attempt_params = among("a.id", [row[1] for row in rows])
+    runs, run_params = among("r.id", [row[0] for row in rows])
     updates = [
         (f"UPDATE {StoredObject._meta.db_table} AS o SET state = 'referenced', referenced_at = %s"
-         f" FROM p WHERE o.id = p.object_id AND o.state = 'staged'", []),
+         f" FROM p WHERE o.id = p.object_id AND {objects} AND o.state = 'staged'", object_params),
         (f"UPDATE {Attempt._meta.db_table} AS a SET state = 'succeeded', finished_at = %s, error = '', retryable = NULL"
-         f" FROM p WHERE a.id = p.attempt_id AND a.state = 'running'", []),
+         f" FROM p WHERE a.id = p.attempt_id AND {attempts} AND a.state = 'running'", attempt_params),
         (f"UPDATE {Run._meta.db_table} AS r SET state = 'succeeded', pending_reason = '', finished_at = %s,"
          f" holds_guard = false, accepted_attempt_id = p.attempt_id, result_key = p.key,"
          f" result_version_id = p.version_id, result_checksum = p.checksum, result_size = p.size,"
          f" result_content_type = p.content_type"
-         f" FROM p WHERE r.id = p.run_id AND {known} AND r.state IN ({active})", known_params),
+         f" FROM p WHERE r.id = p.run_id AND {runs} AND r.state IN ({active})", run_params),
     ]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -328,7 +336,7 @@ def bulk_set(model, objs, fields: list[str]) -> None:
                 **{f.attname: getattr(obj, f.attname) for f in columns[1:]}
             )
         return
-    arrays = [[f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs] for f in columns]
+    arrays = [pg_array([f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs]) for f in columns]
     unnest = ", ".join(f"%s::{f.db_type(connection)}[]" for f in columns)
     names = ", ".join(f'"{f.column}"' for f in columns)
     assignments = ", ".join(f'"{f.column}" = v."{f.column}"' for f in columns[1:])
