@@ -8,6 +8,10 @@ redis: PostgreSQL + scanner + relay + Celery workers (prefork) on Redis.
 embedded: SQLite + scanner + the database-backed dispatcher (no broker), as `make run`.
 Prints due-to-start lateness (p50/p99), completed runs per second, and where the time
 goes: materialize (due -> row), relay (row -> hint), claim (hint -> start), execute.
+
+Each run deletes its objects at the end. On ext4 without a journal (this project's test
+machine) the next five minutes of file creation pay for that: run it five minutes apart
+(BENCHMARKS.md, seventh session).
 """
 
 import argparse
