@@ -119,7 +119,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # transaction takes the write lock up front (no upgrade deadlocks), and a busy
     # timeout so concurrent scanner/worker threads wait instead of failing.
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,

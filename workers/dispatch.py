@@ -196,7 +196,9 @@ class EmbeddedDispatcher:
         except Exception:
             log.exception("execution of %s crashed; the sweeper will recover them", [run.id for run in runs])
         finally:
-            connection.close()
+            # The thread keeps its connection for the next batch, as a request's thread does;
+            # one past CONN_MAX_AGE, left in a transaction or broken by an error is closed.
+            close_old_connections()
             with self.lock:
                 self.busy[rc] -= 1
             self.wake.set()

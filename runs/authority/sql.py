@@ -324,19 +324,22 @@ def bulk_set(model, objs, fields: list[str]) -> None:
     column, however many rows. Django's bulk_update builds a CASE expression per field and
     row, and a VALUES list binds a parameter per cell; both cost more than the write itself.
     The extra ``pk = ANY(...)`` lets the planner find the rows by index; joined only to the
-    unnest it prefers to hash the whole table, a scan per batch.
+    unnest it prefers to hash the whole table, a scan per batch. On SQLite it is one
+    ``UPDATE`` by primary key, compiled once and run for every row (``executemany``).
     """
     if not objs:
         return
     meta = model._meta
     columns = [meta.pk] + [meta.get_field(name) for name in fields]
+    values = [[f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs] for f in columns]
     if connection.vendor != "postgresql":
-        for obj in objs:  # the embedded SQLite: small batches, one statement per row
-            model.objects.filter(pk=getattr(obj, meta.pk.attname)).update(
-                **{f.attname: getattr(obj, f.attname) for f in columns[1:]}
-            )
+        # An ORM update per row compiled its query every time: a quarter of a claim's CPU.
+        assignments = ", ".join(f'"{f.column}" = %s' for f in columns[1:])
+        with connection.cursor() as cursor:
+            cursor.executemany(f'UPDATE "{meta.db_table}" SET {assignments} WHERE "{meta.pk.column}" = %s',
+                               list(zip(*values[1:], values[0])))
         return
-    arrays = [pg_array([f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs]) for f in columns]
+    arrays = [pg_array(column) for column in values]
     unnest = ", ".join(f"%s::{f.db_type(connection)}[]" for f in columns)
     names = ", ".join(f'"{f.column}"' for f in columns)
     assignments = ", ".join(f'"{f.column}" = v."{f.column}"' for f in columns[1:])
