@@ -333,7 +333,8 @@ def bulk_set(model, objs, fields: list[str]) -> None:
     columns = [meta.pk] + [meta.get_field(name) for name in fields]
     values = [[f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs] for f in columns]
     if connection.vendor != "postgresql":
-        # An ORM update per row compiled its query every time: a quarter of a claim's CPU.
+        # An ORM update per row compiled its query every time: a quarter of the embedded
+        # dispatcher's CPU in a burst.
         assignments = ", ".join(f'"{f.column}" = %s' for f in columns[1:])
         with connection.cursor() as cursor:
             cursor.executemany(f'UPDATE "{meta.db_table}" SET {assignments} WHERE "{meta.pk.column}" = %s',
