@@ -18,9 +18,11 @@ SERVER = os.environ.get("BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432"
 _prepared: set[str] = set()
 
 
-def django_on(database: str):
+def django_on(database: str, *, keep: bool = False):
     """Point Django at ``database``: recreated and migrated on the first call of this process
-    (so its schema is always the current one), emptied on every later call."""
+    (so its schema is always the current one), emptied on every later call. With ``keep``,
+    what the database holds stays (a history loaded by bench/history.py): created when
+    missing, migrated, never emptied."""
     os.environ.setdefault("DATABASE_URL", f"{SERVER}/{database}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
@@ -28,14 +30,19 @@ def django_on(database: str):
         import psycopg
 
         with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{database}"')
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
+            if not keep:
+                conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+            if not (keep and exists):
+                conn.execute(f'CREATE DATABASE "{database}"')
         import django
         from django.core.management import call_command
 
         django.setup()
         call_command("migrate", verbosity=0)
         _prepared.add(database)
+    if keep:
+        return
     from django.db import connection
 
     with connection.cursor() as cursor:

@@ -15,6 +15,7 @@ machine) the next five minutes of file creation pay for that: run it five minute
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -32,7 +33,7 @@ from _setup import (  # noqa: E402
 )
 
 
-def configure(mode, var_dir):
+def configure(mode, var_dir, args):
     os.environ["SCHEDULER_VAR_DIR"] = str(var_dir)
     os.environ["LOG_LEVEL"] = "WARNING"
     os.environ["DJANGO_SETTINGS_MODULE"] = "scheduler_project.settings"
@@ -44,7 +45,7 @@ def configure(mode, var_dir):
         redis.Redis.from_url(os.environ["REDIS_URL"]).flushdb()
         from _setup import django_on
 
-        django_on("scheduler_burst")
+        django_on(args.database, keep=args.keep)
     else:
         os.environ.pop("DATABASE_URL", None)
         os.environ.pop("REDIS_URL", None)
@@ -83,9 +84,13 @@ def main():
     parser.add_argument("--lead", type=float, default=8.0, help="seconds between set-up and the due instant")
     parser.add_argument("--peer", action="store_true",
                         help="redis mode: then run plain Celery (a no-op task, same worker shape) and print the ratio")
+    parser.add_argument("--database", default="scheduler_burst", help="redis mode: the PostgreSQL database")
+    parser.add_argument("--keep", action="store_true",
+                        help="redis mode: run on the database as it is (a history bench/history.py loaded), not emptied")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     var_dir = Path(tempfile.mkdtemp(prefix="burst-"))
-    configure(args.mode, var_dir)
+    configure(args.mode, var_dir, args)
 
     from django.db.models import Max, Min
 
@@ -161,6 +166,15 @@ def main():
         print(f"plain Celery peer, same worker shape: {peer['rate']:,.0f} tasks/s, start lateness "
               f"p50={peer['p50']:.2f}s p99={peer['p99']:.2f}s")
         print(f"  ratio this project / plain Celery: {args.runs / elapsed / peer['rate']:.3f}")
+    if args.json:
+        figures = {"runs_per_s": args.runs / elapsed, "p50": percentile(lateness, 50), "p99": percentile(lateness, 99),
+                   "machine_cpu_ms": busy / args.runs * 1000,
+                   "postgres_cpu_ms": cpu.get("postgres", 0.0) / args.runs * 1000,
+                   "postgres_all_cpu_ms": sum(seconds for name, seconds in machine.items()
+                                              if name.startswith("postgres")) / args.runs * 1000}
+        if args.peer and args.mode == "redis":
+            figures |= {"peer_per_s": peer["rate"], "ratio": args.runs / elapsed / peer["rate"]}
+        args.json.write_text(json.dumps(figures))
     shutil.rmtree(var_dir, ignore_errors=True)
 
 

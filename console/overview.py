@@ -13,7 +13,7 @@ from django.db.models import Count
 
 from effects.models import EffectIntent, EffectState
 from runs.metrics import counter_total
-from runs.models import ACTIVE_STATES, Attempt, AttemptState, Run, RunState, Trigger
+from runs.models import ACTIVE_STATES, UNFINISHED, Attempt, AttemptState, Run, RunState, Trigger
 from schedules.models import Tenant
 
 WINDOW = timedelta(hours=1)
@@ -34,9 +34,9 @@ class Lateness:
 
 
 def state_counts(now) -> dict:
-    """Active runs by state (the partial active index), finished ones of the last hour by
+    """Active runs by state (the unfinished runs' index), finished ones of the last hour by
     state (the finished_at index)."""
-    active = dict(Run.objects.filter(state__in=ACTIVE_STATES).values_list("state").annotate(n=Count("id")))
+    active = dict(Run.objects.filter(UNFINISHED).values_list("state").annotate(n=Count("id")))
     finished = dict(
         Run.objects.filter(finished_at__gte=now - WINDOW).values_list("state").annotate(n=Count("id"))
     )

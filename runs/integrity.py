@@ -7,7 +7,8 @@ database (and its object store) by `manage.py verify_integrity`.
 * that object exists in the store at the recorded version with the recorded checksum;
 * no object a retained result points to is marked deleting or deleted;
 * every queued run has a dispatch outbox row not yet processed;
-* fences: a run's fence is its newest attempt's, and attempt_count counts its attempts.
+* fences: a run's fence is its newest attempt's, and attempt_count counts its attempts;
+* finished_at is set exactly on runs in a terminal state (the live indexes rely on it).
 
 Each check is a few set-based queries, so it runs on a production-sized database.
 """
@@ -25,7 +26,10 @@ from django.db.models import Count, Exists, F, Max, OuterRef, Q
 from django.db.models.functions import Coalesce
 
 from objectstore import ObjectMissing, get_object_store
-from runs.models import Attempt, ObjectState, Outbox, OutboxKind, Run, RunState, StoredObject, Trigger
+from runs.models import (
+    ACTIVE_STATES, TERMINAL_STATES, UNFINISHED, Attempt, ObjectState, Outbox, OutboxKind, Run, RunState, StoredObject,
+    Trigger,
+)
 from schedules.models import RequestKey, Schedule, Tenant
 from scheduler_project.clock import authority_now
 
@@ -60,7 +64,7 @@ def verify_integrity(*, check_store: bool = True, store=None, progress=None) -> 
     with _snapshot():
         found = inventory()
         checks = [one_occurrence_per_instant(), canonical_results(), retained_objects_kept(),
-                  queued_runs_dispatched(), fences_consistent()]
+                  queued_runs_dispatched(), fences_consistent(), finished_exactly_when_terminal()]
         referenced = list(
             StoredObject.objects.filter(state=ObjectState.REFERENCED).values_list("key", "version_id", "checksum")
         )
@@ -190,6 +194,19 @@ def queued_runs_dispatched() -> Check:
     intent = Outbox.objects.filter(run_id=OuterRef("id"), kind=OutboxKind.DISPATCH, processed_at__isnull=True)
     undispatched = queued.exclude(Exists(intent)).order_by("id").values_list("id", flat=True)
     check.found_in(undispatched, lambda run_id: f"{run_id} is queued with no unprocessed dispatch row")
+    return check
+
+
+def finished_exactly_when_terminal() -> Check:
+    """The live indexes (runs.models.UNFINISHED) find a schedule's active runs by finished_at:
+    a run in an active state with it set, or a finished one without, is missing from them."""
+    check = Check("a run has finished_at exactly when its state is terminal")
+    unfinished = Run.objects.filter(UNFINISHED)
+    check.checked = unfinished.count()
+    wrong = Run.objects.filter(
+        (UNFINISHED & Q(state__in=TERMINAL_STATES)) | (Q(finished_at__isnull=False) & Q(state__in=ACTIVE_STATES))
+    ).order_by("id").values_list("id", "state", "finished_at")
+    check.found_in(wrong, lambda row: "{} is {} with finished_at {}".format(*row))
     return check
 
 

@@ -75,7 +75,7 @@ class BacklogCollector:
     """Backlog gauges straight from the authoritative tables."""
 
     def collect(self):
-        from runs.models import Run, RunState
+        from runs.models import UNFINISHED, Run, RunState
 
         oldest = GaugeMetricFamily(
             "scheduler_oldest_admitted_due_seconds",
@@ -89,7 +89,7 @@ class BacklogCollector:
         ):
             oldest.add_metric([row["resource_class"]], max(0.0, (now - row["oldest"]).total_seconds()))
         for row in (
-            Run.objects.filter(state__in=[RunState.PENDING, RunState.QUEUED, RunState.RUNNING])
+            Run.objects.filter(UNFINISHED)
             .values("state", "resource_class")
             .annotate(n=Count("id"))
         ):

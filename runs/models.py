@@ -29,6 +29,9 @@ class RunState(models.TextChoices):
 
 TERMINAL_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELED, RunState.SKIPPED)
 ACTIVE_STATES = (RunState.PENDING, RunState.QUEUED, RunState.RUNNING)
+# Runs in ACTIVE_STATES, as the live indexes find them: finished_at is set in the same write
+# that moves a run to a terminal state, and only then (runs.integrity checks it).
+UNFINISHED = Q(finished_at__isnull=True)
 
 
 class PendingReason(models.TextChoices):
@@ -141,9 +144,15 @@ class Run(models.Model):
             models.Index(fields=["schedule", "-scheduled_at", "-id"], name="run_history_idx"),
             # GET /runs pages a tenant's history across its schedules in this order.
             models.Index(fields=["tenant", "-scheduled_at", "-id"], name="run_tenant_history_idx"),
-            # The same history narrowed to one state (the console's and GET /runs' state filter):
-            # a rare state (failed) is read directly, not found by walking the whole history.
-            models.Index(fields=["tenant", "state", "-scheduled_at", "-id"], name="run_tenant_state_idx"),
+            # The same history narrowed to one finished state (the console's and GET /runs' state
+            # filter): a rare state (failed) is read directly, not found by walking the whole
+            # history. Finished runs only: live states have indexes of their own, and a claim
+            # must never find this index usable (see run_unfinished_idx).
+            models.Index(
+                fields=["tenant", "state", "-scheduled_at", "-id"],
+                name="run_finished_state_idx",
+                condition=Q(finished_at__isnull=False),
+            ),
             # A tenant's claimable runs in claim order: strict first, then by due instant.
             models.Index(
                 fields=["tenant", "-strict", "due_at", "id"],
@@ -163,17 +172,21 @@ class Run(models.Model):
                 condition=Q(state="pending", pending_reason="backfill"),
             ),
             # A schedule's unfinished runs (overlap waiters, the guard's queue) without reading
-            # its history: a minutely schedule keeps tens of thousands of finished runs.
+            # its history: a minutely schedule keeps tens of thousands of finished runs. Keyed
+            # on finished_at (set exactly when a run reaches a terminal state), not on state:
+            # a predicate a claim's `state = 'queued'` implies would make this index usable
+            # by every claim, and with statistics of a table of finished runs (no live row in
+            # them, every live index estimated empty) the planner took it, walking the whole
+            # wave once per tenant on every claim. Queries read it through UNFINISHED.
             models.Index(
                 fields=["schedule", "scheduled_at", "id"],
-                name="run_active_idx",
-                condition=Q(state__in=["pending", "queued", "running"]),
+                name="run_unfinished_idx",
+                condition=Q(finished_at__isnull=True),
             ),
-            models.Index(
-                fields=["lease_expires_at"], name="run_lease_idx", condition=Q(state="running")
-            ),
-            # Active-run limits count a tenant's running runs at every claim.
-            models.Index(fields=["tenant"], name="run_tenant_running_idx", condition=Q(state="running")),
+            # Running runs: a tenant's, counted at every claim against its active-run limit, and
+            # every tenant's by lease expiry for the sweep. One index for the state, so that a
+            # statement about running runs has no second partial index to mistake for it.
+            models.Index(fields=["tenant", "lease_expires_at"], name="run_running_idx", condition=Q(state="running")),
             # The manual-run quota counts a tenant's unclaimed manual runs at every run once;
             # scheduled occurrences, the 09:00 wave's rows, stay out of the index.
             models.Index(

@@ -19,7 +19,7 @@ from runs.authority.wave_sql import bulk_insert, revision_payloads
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
-from runs.models import ACTIVE_STATES, Outbox, PendingReason, Run, RunState, SkipReason, Trigger, new_run_id
+from runs.models import UNFINISHED, Outbox, PendingReason, Run, RunState, SkipReason, Trigger, new_run_id
 from scheduler_project.failpoints import failpoint
 
 
@@ -287,7 +287,7 @@ def _waiting_counts(schedules: list[DueSchedule | Schedule]) -> dict[str, int]:
     exclusive = [s.id for s in schedules if takes_guard(s.overlap_policy)]
     counts: dict[str, int] = {}
     for schedule_id in Run.objects.filter(
-        schedule_id__in=exclusive, state__in=ACTIVE_STATES, holds_guard=False
+        UNFINISHED, schedule_id__in=exclusive, holds_guard=False
     ).values_list("schedule_id", flat=True):
         counts[schedule_id] = counts.get(schedule_id, 0) + 1
     return counts

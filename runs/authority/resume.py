@@ -13,7 +13,7 @@ from schedules.locks import lock_schedule
 from schedules.models import Schedule, Tenant
 from runs.authority.materialize import catch_up_on_resume
 from runs.authority.planning import Planned, WavePlans
-from runs.models import ACTIVE_STATES, Trigger
+from runs.models import UNFINISHED, Trigger
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import InvalidState
 
@@ -59,7 +59,7 @@ def _resume(schedule: Schedule, now, planned: Planned | None) -> None:
     elif schedule.resume_from is not None:
         schedule.next_run_at = schedule.resume_from
     elif rule.kind != "after_completion" or not schedule.runs.filter(
-        trigger=Trigger.SCHEDULE, state__in=ACTIVE_STATES
+        UNFINISHED, trigger=Trigger.SCHEDULE
     ).exists():
         # An after_completion schedule whose last run ended while paused is due now.
         schedule.next_run_at = recurrence.first_not_before(rule, now)

@@ -8,7 +8,7 @@ from schedules import recurrence
 from schedules.models import Schedule
 from runs.overlap import Step, admit, takes_guard
 from runs.authority.sql import transition
-from runs.models import ACTIVE_STATES, Outbox, OutboxKind, PendingReason, Run, RunState
+from runs.models import ACTIVE_STATES, UNFINISHED, Outbox, OutboxKind, PendingReason, Run, RunState
 
 
 def dispatch_row(run_id: str, count: int, resource_class: str, now) -> dict:
@@ -52,7 +52,7 @@ def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = ""
     if takes_guard(policy) and admit(policy, guard=schedule.active_run_id, new=False) is Step.START:
         waiter = (
             Run.objects.select_for_update()
-            .filter(schedule=schedule, state=RunState.PENDING, pending_reason=PendingReason.OVERLAP)
+            .filter(UNFINISHED, schedule=schedule, state=RunState.PENDING, pending_reason=PendingReason.OVERLAP)
             .order_by("scheduled_at", "id")
             .first()
         )

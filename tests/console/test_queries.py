@@ -1,5 +1,5 @@
 """What the console's figures read on a long history: the runs list filtered on a rare state
-reads run_tenant_state_idx (not the tenant's whole history), the overview's expired leases
+reads run_finished_state_idx (not the tenant's whole history), the overview's expired leases
 of the last hour read attempt_expired_idx (not every attempt)."""
 
 import json
@@ -74,7 +74,7 @@ def test_runs_list__a_rare_state__reads_the_tenant_state_index(long_history, sta
     assert table_reads("runs_run", ROWS_READ) - before < 50  # the 3 failed runs, not 3,000
     assert [run.id for run in reversed(long_history[:3])] == re.findall(r'href="/console/runs/(run_\w+)/"', page)
     assert scans_of(captured(queries, "runs_run", r"ORDER BY .*scheduled_at. DESC"), "runs_run") == [
-        ("Index Scan", "run_tenant_state_idx")]
+        ("Index Scan", "run_finished_state_idx")]
 
 
 def test_overview__expired_leases_of_the_last_hour_from_the_attempts_index(long_history, staff_client):

@@ -2,7 +2,8 @@
 the group commit, are the same SQL texts as on PostgreSQL (runs.authority.sql.input_rows),
 so the tests that pin their behaviour run again here on SQLite, as `make run` has it; so do
 those of overlap and misfire policies, whose claims and scans write rows back with
-runs.authority.sql.bulk_set (one statement per database, each its own SQL).
+runs.authority.sql.bulk_set (one statement per database, each its own SQL), and the plans of
+the hot statements over a million finished runs.
 
 They run in a child pytest with nothing configured (SQLite under the test's own var/),
 since this process's database is PostgreSQL; the fencing races run too, each of their
@@ -25,6 +26,7 @@ MODULES = [
     "tests/workers/test_runtime.py",
     "tests/runs/test_overlap_policies.py",
     "tests/runs/test_misfire_catch_up.py",
+    "tests/runs/test_hot_path_plans.py",
 ]
 
 

@@ -58,6 +58,7 @@ def test_verify__sound_database__every_invariant_holds(system):
         "no retained result's object is marked deleted": 0,
         "every queued run has a dispatch outbox row": 0,
         "a run's fence is its newest attempt's": 0,
+        "a run has finished_at exactly when its state is terminal": 0,
     }
     assert report["found"]["runs.succeeded"] == 1 and report["found"]["runs.queued"] == 1
     assert all(check["checked"] >= 1 for check in report["checks"])
@@ -68,11 +69,11 @@ def test_verify__second_occurrence_of_an_instant__reported_and_command_fails(sys
     with connection.cursor() as cursor:  # what a restore that lost the unique index allows
         cursor.execute("DROP INDEX run_one_per_instant")
     Run.objects.create(**{**_columns(queued), "id": "run_duplicate", "state": RunState.SKIPPED,
-                          "skip_reason": SkipReason.MISFIRE})
+                          "skip_reason": SkipReason.MISFIRE, "finished_at": queued.scheduled_at})
 
     report, error = verify_command()
 
-    assert "1 of 6 invariants violated" in error
+    assert "1 of 7 invariants violated" in error
     assert violations() == {"one occurrence per (schedule, instant)": [
         f"{queued.schedule_id} @ {queued.scheduled_at.isoformat()} x2"]}
     assert report["checks"][0]["violations"] == 1
@@ -83,7 +84,7 @@ def test_verify__occurrence_inside_a_skipped_range__reported(system):
     Run.objects.create(**{
         **_columns(queued), "id": "run_range", "state": RunState.SKIPPED, "skip_reason": SkipReason.MISFIRE,
         "scheduled_at": queued.scheduled_at - timedelta(days=1), "skipped_count": 3,
-        "skipped_through": queued.scheduled_at + timedelta(days=1),
+        "skipped_through": queued.scheduled_at + timedelta(days=1), "finished_at": queued.scheduled_at,
     })
 
     assert violations() == {"one occurrence per (schedule, instant)": [
@@ -162,6 +163,16 @@ def test_verify__run_fence_ahead_of_its_attempts__reported(system):
     assert violations() == {"a run's fence is its newest attempt's": [
         f"{succeeded.id}: fence {succeeded.fence + 3}, newest attempt fence {succeeded.fence}, "
         f"attempt_count 1 of 1 attempts"]}
+
+
+def test_verify__finished_at_out_of_step_with_the_state__reported(system):
+    succeeded, queued = system
+    Run.objects.filter(id=succeeded.id).update(finished_at=None)
+    Run.objects.filter(id=queued.id).update(finished_at=succeeded.finished_at)
+
+    assert violations() == {"a run has finished_at exactly when its state is terminal": sorted([
+        f"{succeeded.id} is succeeded with finished_at None",
+        f"{queued.id} is queued with finished_at {succeeded.finished_at}"])}
 
 
 def _columns(run: Run) -> dict:

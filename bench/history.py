@@ -1,0 +1,209 @@
+"""The hot path on a database that already holds history: finished runs loaded set-based,
+then the burst (bench/burst.py) run on top of them, at each size asked for.
+
+    .venv/bin/python bench/history.py --rows 0 2000000 [10000000 ...] [--runs 10000] [--peer]
+    .venv/bin/python bench/history.py --rows 2000000 --load-only
+
+History is what a real deployment holds after weeks: N finished runs spread over the past 30
+days across 100 tenants and 1,000 schedules, each with its attempt, its stored object and its
+served dispatch intent, every 10th with a sent effect intent; then VACUUM ANALYZE, as
+autovacuum would have done long before the wave. Sizes are loaded in increasing order into
+one database (``scheduler_history``), each on top of the last, 250,000 runs per transaction.
+Size 0 runs the same burst on an empty database (``scheduler_burst``) in the same invocation,
+the baseline of the ratio. Each size ends with one line:
+
+    history 2,000,000: burst 712 runs/s (empty 735, ratio 0.97), p99 13.9 s, PostgreSQL 0.41 ms/run
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _setup import ROOT, SERVER, django_on
+
+DATABASE = "scheduler_history"
+TENANTS, SCHEDULES, CHUNK = 100, 1000, 250_000
+SPAN_SECONDS = 30 * 86400
+ID_PREFIX = "run_00"  # below every id new_id() makes today ("run_01..."): history sorts first, as it would
+
+
+def history_ids(i: str) -> dict[str, str]:
+    """SQL expressions of the ids of history row ``i`` (an SQL integer expression)."""
+    n = f"lpad(({i})::text, 24, '0')"
+    return {"run": f"'{ID_PREFIX}' || {n}", "attempt": f"'att_00' || {n}", "effect": f"'eff_00' || {n}"}
+
+
+def loaded(cursor) -> int:
+    """How many history runs the database holds (their ids count up from 1)."""
+    cursor.execute("SELECT id FROM runs_run WHERE id < 'run_01' ORDER BY id DESC LIMIT 1")
+    row = cursor.fetchone()
+    return int(row[0][len(ID_PREFIX):]) if row else 0
+
+
+def ensure_schedules() -> None:
+    """The history's 100 tenants and 1,000 schedules, numbered 0-999 in history_schedules."""
+    from django.db import connection
+
+    from _setup import clone_schedule
+    from scheduler_project.http.schedule_requests import schedule_spec
+    from schedules.services import schedule_create
+    from schedules.tenants import tenant_create
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS history_schedules (n int PRIMARY KEY, id varchar(40), tenant_id varchar(40))")
+        cursor.execute("SELECT count(*) FROM history_schedules")
+        if cursor.fetchone()[0] == SCHEDULES:
+            return
+    for t in range(TENANTS):
+        tenant, _ = tenant_create(name=f"history-{t:03d}", max_active_runs=10**6, max_schedules=10**6)
+        template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
+            "name": f"history-{t:03d}", "jobType": "demo.sleep", "params": {"seconds": 0},
+            "recurrence": {"kind": "cron", "cron": "0 0 1 1 *"}, "overlapPolicy": "allow"}))
+        clone_schedule(template, SCHEDULES // TENANTS - 1, template.next_run_at)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO history_schedules SELECT row_number() OVER (ORDER BY s.id) - 1, s.id, s.tenant_id"
+            " FROM schedules_schedule s JOIN schedules_tenant t ON t.id = s.tenant_id WHERE t.name LIKE 'history-%%'")
+
+
+def load(target: int) -> None:
+    """Add history runs until the database holds ``target``, then VACUUM ANALYZE."""
+    from django.db import connection, transaction
+
+    ensure_schedules()
+    with connection.cursor() as cursor:
+        have = loaded(cursor)
+    if have >= target:
+        return
+    started = time.monotonic()
+    for lo in range(have + 1, target + 1, CHUNK):
+        hi = min(target, lo + CHUNK - 1)
+        with transaction.atomic(), connection.cursor() as cursor:
+            _load_chunk(cursor, lo, hi)
+        rate = (hi - have) / (time.monotonic() - started)
+        print(f"  loaded {hi:,} of {target:,} runs ({rate:,.0f} runs/s)", flush=True)
+    vacuum_analyze()
+
+
+def _load_chunk(cursor, lo: int, hi: int) -> None:
+    """History runs ``lo..hi``: row i belongs to schedule i % 1000, its instant spread over the
+    30 days before now (a microsecond per chunk apart, so chunks never share an instant)."""
+    ids = history_ids("g.i")
+    rows = (
+        f"WITH g AS (SELECT i, h.id AS schedule_id, h.tenant_id,"
+        f"  now() - interval '{SPAN_SECONDS} seconds'"
+        f"   + ((i - {lo})::float8 / {hi - lo + 1} * {SPAN_SECONDS} + {lo // CHUNK} * 1e-6) * interval '1 second' AS at"
+        f"  FROM generate_series({lo}, {hi}) AS i JOIN history_schedules AS h ON h.n = i % {SCHEDULES})"
+    )
+    key = f"'history/' || {ids['run']} || '/result.json'"
+    checksum = "'sha256:' || md5(g.i::text) || md5(g.i::text)"
+    cursor.execute(
+        f"{rows} INSERT INTO runs_run (id, schedule_id, tenant_id, trigger, revision, payload, job_type,"
+        f" resource_class, state, pending_reason, scheduled_at, due_at, fence, lease_expires_at, attempt_count,"
+        f" dispatch_count, max_attempts, current_attempt_id, holds_guard, strict, cancellation_requested,"
+        f" cancellation_accepted, started_at, finished_at, error, accepted_attempt_id, result_key, result_version_id,"
+        f" result_checksum, result_size, result_content_type, progress_message, created_at)"
+        f" SELECT {ids['run']}, g.schedule_id, g.tenant_id, 'schedule', 1,"
+        f"  '{{\"jobType\": \"demo.sleep\", \"params\": {{\"seconds\": 0}}}}'::jsonb, 'demo.sleep', 'short',"
+        f"  'succeeded', '', g.at, g.at, 1, g.at + interval '30 seconds', 1, 1, 3, {ids['attempt']}, false, false,"
+        f"  false, false, g.at + interval '50 ms', g.at + interval '100 ms', '', {ids['attempt']}, {key},"
+        f"  'v1', {checksum}, 96, 'application/json', '', g.at FROM g")
+    cursor.execute(
+        f"{rows} INSERT INTO runs_attempt (id, run_id, number, fence, worker_label, worker_token_id, state,"
+        f" lease_seconds, started_at, lease_expires_at, finished_at, error, retryable)"
+        f" SELECT {ids['attempt']}, {ids['run']}, 1, 1, 'history@bench', NULL, 'succeeded', 30,"
+        f"  g.at + interval '50 ms', g.at + interval '30 seconds', g.at + interval '100 ms', '', NULL FROM g")
+    cursor.execute(
+        f"{rows} INSERT INTO runs_storedobject (key, version_id, run_id, attempt_id, fence, state, checksum, size,"
+        f" content_type, filename, created_at, uploaded_at, referenced_at)"
+        f" SELECT {key}, 'v1', {ids['run']}, {ids['attempt']}, 1, 'referenced', {checksum}, 96,"
+        f"  'application/json', '', g.at + interval '60 ms', g.at + interval '90 ms', g.at + interval '100 ms' FROM g")
+    cursor.execute(
+        f"{rows} INSERT INTO runs_outbox (kind, action_key, run_id, resource_class, created_at, relay_until,"
+        f" published_at, processed_at, publish_attempts, last_error, broker_epoch)"
+        f" SELECT 'dispatch', 'dispatch:' || {ids['run']} || ':1', {ids['run']}, 'short', g.at, NULL,"
+        f"  g.at + interval '10 ms', g.at + interval '50 ms', 1, '', 'history' FROM g")
+    cursor.execute(
+        f"{rows} INSERT INTO effects_effectintent (id, action, run_id, kind, target, result_key, result_version_id,"
+        f" result_checksum, state, external_id, delivery_count, next_attempt_at, resolution, reason, created_at,"
+        f" updated_at)"
+        f" SELECT {ids['effect']}, 'email:' || {ids['run']}, {ids['run']}, 'email',"
+        f"  '{{\"to\": [\"ops@example.com\"]}}'::jsonb, {key}, 'v1', {checksum}, 'sent', '<' || g.i || '@history>',"
+        f"  1, NULL, '', '', g.at + interval '100 ms', g.at + interval '200 ms' FROM g WHERE g.i % 10 = 0")
+
+
+def vacuum_analyze() -> None:
+    import psycopg
+
+    started = time.monotonic()
+    with psycopg.connect(f"{SERVER}/{DATABASE}", autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+    print(f"  VACUUM ANALYZE in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def table_bytes() -> dict[str, int]:
+    """Bytes of each history table, its indexes and TOAST included."""
+    from django.db import connection
+
+    tables = ["runs_run", "runs_attempt", "runs_storedobject", "runs_outbox", "effects_effectintent"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname = ANY(%s)", [tables])
+        return dict(cursor.fetchall())
+
+
+def burst(database: str, keep: bool, args) -> dict:
+    """bench/burst.py on ``database``; its figures."""
+    out = Path(tempfile.mkstemp(suffix=".json")[1])
+    command = [sys.executable, str(ROOT / "bench" / "burst.py"), "--mode", "redis", "--runs", str(args.runs),
+               "--workers", "2", "--concurrency", "4", "--database", database, "--json", str(out)]
+    if keep:
+        command.append("--keep")
+    if args.peer:
+        command.append("--peer")
+    subprocess.run(command, check=True, env={k: v for k, v in os.environ.items() if k != "DATABASE_URL"})
+    figures = json.loads(out.read_text())
+    out.unlink()
+    return figures
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, nargs="+", required=True, help="history sizes, in runs (0: empty)")
+    parser.add_argument("--runs", type=int, default=10000, help="the burst's runs")
+    parser.add_argument("--peer", action="store_true", help="also run plain Celery after each burst (bench/burst.py)")
+    parser.add_argument("--load-only", action="store_true", help="load the history, run no burst")
+    parser.add_argument("--pause", type=float, default=300,
+                        help="seconds between bursts (the file store's deletes slow the next five minutes)")
+    args = parser.parse_args()
+    django_on(DATABASE, keep=True)
+    results: dict[int, dict] = {}
+    for n, rows in enumerate(sorted(set(args.rows))):
+        if rows:
+            load(rows)
+            sizes = table_bytes()
+            print(f"history {rows:,}: " + ", ".join(f"{t} {b / rows:,.0f} B/run" for t, b in sizes.items())
+                  + f"; {sum(sizes.values()) / rows:,.0f} B/run in all", flush=True)
+        if args.load_only:
+            continue
+        if n:
+            time.sleep(args.pause)
+        results[rows] = burst(DATABASE if rows else "scheduler_burst", keep=bool(rows), args=args)
+    empty = results.get(0)
+    for rows, figures in results.items():
+        line = f"history {rows:,}: burst {figures['runs_per_s']:,.0f} runs/s"
+        if empty and rows:
+            line += f" (empty {empty['runs_per_s']:,.0f}, ratio {figures['runs_per_s'] / empty['runs_per_s']:.2f})"
+        line += f", p99 {figures['p99']:.1f} s, PostgreSQL {figures['postgres_cpu_ms']:.2f} ms/run"
+        line += f" (all postgres processes {figures['postgres_all_cpu_ms']:.2f})"
+        if "ratio" in figures:
+            line += f", plain Celery ratio {figures['ratio']:.2f}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

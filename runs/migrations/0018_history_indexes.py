@@ -1,0 +1,39 @@
+"""Live indexes a claim cannot mistake: the schedule's unfinished runs and the tenant's history
+by state are keyed on finished_at instead of state, and running runs have one index instead
+of two (models.Run says why). Each new index is built CONCURRENTLY before the one it replaces
+is dropped CONCURRENTLY on PostgreSQL: writers never wait, and no query is without its index."""
+
+from django.db import migrations, models
+
+from scheduler_project.migration_ops import AddIndexOnline, RemoveIndexOnline
+
+
+class Migration(migrations.Migration):
+
+    atomic = False
+
+    dependencies = [
+        ('runs', '0017_run_strict'),
+    ]
+
+    operations = [
+        AddIndexOnline(
+            model_name='run',
+            index=models.Index(condition=models.Q(('finished_at__isnull', True)), fields=['schedule', 'scheduled_at', 'id'],
+                               name='run_unfinished_idx'),
+        ),
+        AddIndexOnline(
+            model_name='run',
+            index=models.Index(condition=models.Q(('finished_at__isnull', False)),
+                               fields=['tenant', 'state', '-scheduled_at', '-id'], name='run_finished_state_idx'),
+        ),
+        AddIndexOnline(
+            model_name='run',
+            index=models.Index(condition=models.Q(('state', 'running')), fields=['tenant', 'lease_expires_at'],
+                               name='run_running_idx'),
+        ),
+        RemoveIndexOnline(model_name='run', name='run_active_idx'),
+        RemoveIndexOnline(model_name='run', name='run_tenant_state_idx'),
+        RemoveIndexOnline(model_name='run', name='run_lease_idx'),
+        RemoveIndexOnline(model_name='run', name='run_tenant_running_idx'),
+    ]
