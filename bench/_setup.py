@@ -136,16 +136,6 @@ def tree_cpu_seconds(root_pid: int) -> float:
     return sum(seconds for pid, seconds in cpu.items() if descends(pid))
 
 
-def backends_cpu_seconds(database: str) -> float:
-    """User + system CPU seconds of the PostgreSQL backends connected to ``database`` now."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [database])
-        pids = {row[0] for row in cursor.fetchall()}
-    return sum(seconds for pid, seconds in _processes()[1].items() if pid in pids)
-
-
 def cpu_by_command() -> dict[str, float]:
     """User + system CPU seconds of every live process, kernel threads included, summed by
     what it is: its command name, and for a PostgreSQL process its role and database from

@@ -8,7 +8,7 @@ generate_series, one transaction per chunk): one run an hour per schedule back f
 with its accepted attempt, one in 10,007 failed, one in 500 with an expired attempt before it.
 Then times each console page through Django's test client, in process (server time:
 middleware, view, queries, template), and prints the median of `--repeat` calls per page.
-Last, it drops run_tenant_state_idx and times the failed-runs page again: the figure
+Last, it drops run_finished_state_idx and times the failed-runs page again: the figure
 without the index.
 """
 
@@ -155,7 +155,7 @@ def main():
     for name, url in urls.items():
         print(f"{name:32} {timed(client, url, args.repeat):8.1f}")
     with connection.cursor() as cursor:
-        cursor.execute("DROP INDEX run_tenant_state_idx")
+        cursor.execute("DROP INDEX run_finished_state_idx")
     print(f"{'runs ?state=failed, no index':32} {timed(client, urls['runs ?state=failed'], args.repeat):8.1f}")
 
 

@@ -171,12 +171,71 @@ def burst(database: str, keep: bool, args) -> dict:
     return figures
 
 
+def api(database: str, tenant_name: str, args) -> dict:
+    """p95 of ``GET /runs/{id}`` (runs of the tenant's history, at random), a schedule's
+    history page and the tenant's runs page of 50, with 8 clients on gunicorn 2 x 4 threads
+    against ``database``; rate limiting off."""
+    import psycopg
+
+    from api_latency import free_port, load
+    from _setup import percentile
+
+    url = f"{SERVER}/{database}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        tenant_id = conn.execute("SELECT id FROM schedules_tenant WHERE name LIKE %s ORDER BY id DESC LIMIT 1",
+                                 [tenant_name]).fetchone()[0]
+        run_ids = [row[0] for row in conn.execute(
+            "SELECT id FROM runs_run WHERE tenant_id = %s AND id IN (SELECT id FROM runs_run TABLESAMPLE SYSTEM (1))"
+            " LIMIT 200", [tenant_id])] or [row[0] for row in conn.execute(
+            "SELECT id FROM runs_run WHERE tenant_id = %s LIMIT 200", [tenant_id])]
+        schedule_ids = [row[0] for row in conn.execute(
+            "SELECT id FROM schedules_schedule WHERE tenant_id = %s LIMIT 10", [tenant_id])]
+    token = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); from schedules.models import Tenant;"
+         " from schedules.tenants import tenant_token_create;"
+         f" print(tenant_token_create(tenant=Tenant.objects.get(id='{tenant_id}'), name='history-bench')[1])"],
+        cwd=ROOT, env=dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="scheduler_project.settings"),
+        capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    port = free_port()
+    env = dict(os.environ, DATABASE_URL=url, LOG_LEVEL="WARNING", API_RATE_LIMIT_PER_SECOND="0")
+    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--bind",
+                               f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--log-level", "warning"],
+                              cwd=ROOT, env=env)
+    try:
+        import http.client
+
+        for _ in range(100):
+            try:
+                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/api/schema/")
+                break
+            except OSError:
+                time.sleep(0.2)
+        figures = {}
+        requests = {
+            "run": lambda t, i: ("GET", f"/api/v1/runs/{run_ids[(t * 31 + i) % len(run_ids)]}", None),
+            "schedule_page": lambda t, i: ("GET", f"/api/v1/schedules/{schedule_ids[(t + i) % len(schedule_ids)]}"
+                                                  "/runs?limit=50", None),
+            "runs_page": lambda t, i: ("GET", "/api/v1/runs?limit=50", None),
+        }
+        for name, request in requests.items():
+            load(port, token, 80, 8, request)  # warm: connections, caches
+            latencies, errors, _ = load(port, token, args.requests, 8, request)
+            if errors:
+                raise SystemExit(f"{name}: {len(errors)} errors, first {errors[0]}")
+            figures[name] = percentile([x * 1000 for x in latencies], 95)
+        return figures
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, nargs="+", required=True, help="history sizes, in runs (0: empty)")
     parser.add_argument("--runs", type=int, default=10000, help="the burst's runs")
     parser.add_argument("--peer", action="store_true", help="also run plain Celery after each burst (bench/burst.py)")
     parser.add_argument("--load-only", action="store_true", help="load the history, run no burst")
+    parser.add_argument("--requests", type=int, default=2000, help="API requests per endpoint and size")
     parser.add_argument("--pause", type=float, default=300,
                         help="seconds between bursts (the file store's deletes slow the next five minutes)")
     args = parser.parse_args()
@@ -192,7 +251,10 @@ def main():
             continue
         if n:
             time.sleep(args.pause)
-        results[rows] = burst(DATABASE if rows else "scheduler_burst", keep=bool(rows), args=args)
+        database = DATABASE if rows else "scheduler_burst"
+        results[rows] = burst(database, keep=bool(rows), args=args)
+        # The API over the history's first tenant; on the empty database, over the burst's.
+        results[rows]["api"] = api(database, "history-000" if rows else "burst-%", args)
     empty = results.get(0)
     for rows, figures in results.items():
         line = f"history {rows:,}: burst {figures['runs_per_s']:,.0f} runs/s"
@@ -202,6 +264,9 @@ def main():
         line += f" (all postgres processes {figures['postgres_all_cpu_ms']:.2f})"
         if "ratio" in figures:
             line += f", plain Celery ratio {figures['ratio']:.2f}"
+        api_p95 = figures["api"]
+        line += (f"; API p95 GET /runs/{{id}} {api_p95['run']:.1f} ms, schedule history page"
+                 f" {api_p95['schedule_page']:.1f} ms, runs page {api_p95['runs_page']:.1f} ms")
         print(line)
 
 
