@@ -163,8 +163,8 @@ class BackendsCpu:
     (``sample()``): a backend that ends or starts within the window (a process reconnecting)
     counts for the part of its life that was seen."""
 
-    def __init__(self, database: str):
-        self.database = database
+    def __init__(self, database: str, exclude: frozenset[int] = frozenset()):
+        self.database, self.exclude = database, exclude  # exclude: backends not to count (the caller's own)
         self.seen: dict[int, list[float]] = {}  # pid -> [CPU at the window's start (0 if later), last]
         self.started = False
 
@@ -175,7 +175,7 @@ class BackendsCpu:
         with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
             pids = [row[0] for row in conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [self.database])]
-        for pid in pids:
+        for pid in set(pids) - self.exclude:
             seconds = _cpu_seconds(pid)
             if seconds is not None:
                 self.seen.setdefault(pid, [seconds if not self.started else 0.0, seconds])[1] = seconds

@@ -101,7 +101,8 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def health(now) -> dict:
     return {
-        # Running runs whose lease has passed, not yet swept (the partial lease index).
+        # Running runs whose lease has passed, not yet swept (the running runs' index, read whole:
+        # running runs are as many as the workers' slots).
         "leases_passed": Run.objects.filter(state=RunState.RUNNING, lease_expires_at__lt=now).count(),
         # Attempts the sweeper expired in the last hour, whichever process swept them (attempt_expired_idx).
         "expired_leases_last_hour": Attempt.objects.filter(

@@ -201,8 +201,7 @@ def finished_exactly_when_terminal() -> Check:
     """The live indexes (runs.models.UNFINISHED) find a schedule's active runs by finished_at:
     a run in an active state with it set, or a finished one without, is missing from them."""
     check = Check("a run has finished_at exactly when its state is terminal")
-    unfinished = Run.objects.filter(UNFINISHED)
-    check.checked = unfinished.count()
+    check.checked = Run.objects.count()
     wrong = Run.objects.filter(
         (UNFINISHED & Q(state__in=TERMINAL_STATES)) | (Q(finished_at__isnull=False) & Q(state__in=ACTIVE_STATES))
     ).order_by("id").values_list("id", "state", "finished_at")

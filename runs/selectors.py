@@ -1,6 +1,8 @@
 """Run reads: the authoritative run, and keyset pages of a schedule's history."""
 
+import operator
 from datetime import timedelta
+from functools import reduce
 
 from django.db import connection
 from django.db.models import Prefetch, Q
@@ -62,12 +64,7 @@ def tenant_runs_page(
     any of `states`, one schedule, one job type, `scheduled_at` at or after `since`."""
     runs = Run.objects.filter(tenant=tenant)
     if states:
-        runs = runs.filter(state__in=states)
-        # Said outright, so the index of finished runs by state (or the live ones) can serve it.
-        if set(states) <= set(TERMINAL_STATES):
-            runs = runs.filter(finished_at__isnull=False)
-        elif set(states) <= set(ACTIVE_STATES):
-            runs = runs.filter(UNFINISHED)
+        runs = runs.filter(_in_states(states))
     if schedule_id is not None:
         runs = runs.filter(schedule_id=schedule_id)
     if job_type is not None:
@@ -75,6 +72,16 @@ def tenant_runs_page(
     if since is not None:
         runs = runs.filter(scheduled_at__gte=since)
     return _history_page(runs, upper_bound=upper_bound, after=after, limit=limit)
+
+
+def _in_states(states) -> Q:
+    """Runs in any of ``states``, each side of finished_at said outright: finished states by
+    the index of finished runs by state, live ones by the live indexes."""
+    finished = [state for state in states if state in TERMINAL_STATES]
+    live = [state for state in states if state in ACTIVE_STATES]
+    sides = ([Q(state__in=finished, finished_at__isnull=False)] if finished else []) + (
+        [Q(UNFINISHED, state__in=live)] if live else [])
+    return reduce(operator.or_, sides, Q(pk__in=[]))
 
 
 def _history_page(runs, *, upper_bound, after: tuple | None, limit: int) -> list[Run]:

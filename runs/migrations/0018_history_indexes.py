@@ -1,7 +1,10 @@
 """Live indexes a claim cannot mistake: the schedule's unfinished runs and the tenant's history
 by state are keyed on finished_at instead of state, and running runs have one index instead
 of two (models.Run says why). Each new index is built CONCURRENTLY before the one it replaces
-is dropped CONCURRENTLY on PostgreSQL: writers never wait, and no query is without its index."""
+is dropped CONCURRENTLY on PostgreSQL: writers never wait, and no query of this release is
+without its index. Processes of the previous release still running after it find a
+schedule's unfinished runs by its history until they are restarted: restart them right after
+the migration (a build that fails leaves an INVALID index: drop it and migrate again)."""
 
 from django.db import migrations, models
 
