@@ -1,6 +1,6 @@
 """Live indexes a claim cannot mistake: the schedule's unfinished runs and the tenant's history
 by state are keyed on finished_at instead of state, and running runs have one index instead
-of two (models.Run says why). Each new index is built CONCURRENTLY before the one it replaces
+of two, without the lease, so that heartbeats are HOT updates (models.Run says why). Each new index is built CONCURRENTLY before the one it replaces
 is dropped CONCURRENTLY on PostgreSQL: writers never wait, and no query of this release is
 without its index. Processes of the previous release still running after it find a
 schedule's unfinished runs by its history until they are restarted: restart them right after
@@ -32,8 +32,7 @@ class Migration(migrations.Migration):
         ),
         AddIndexOnline(
             model_name='run',
-            index=models.Index(condition=models.Q(('state', 'running')), fields=['tenant', 'lease_expires_at'],
-                               name='run_running_idx'),
+            index=models.Index(condition=models.Q(('state', 'running')), fields=['tenant'], name='run_running_idx'),
         ),
         RemoveIndexOnline(model_name='run', name='run_active_idx'),
         RemoveIndexOnline(model_name='run', name='run_tenant_state_idx'),

@@ -4,10 +4,11 @@ BENCHMARKS.md ("Statements per run") cannot change without this test saying so."
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from runs import authority
+from runs.authority.sql import extend_leases
 from runs.capacity.live import slots_report
 from tests.authority_steps import create_schedule, make_due
 
@@ -64,6 +65,29 @@ def test_heartbeat__one_statement_whatever_the_attempts_held(tenant):
     with CaptureQueriesContext(connection) as beat:
         alive = authority.heartbeat_many([(r.current_attempt_id, r.fence) for r in runs])
     assert len(alive) == 30 and cost(beat) == (1, 1)
+
+
+def test_heartbeat__a_hot_update_of_the_run_and_the_attempt(tenant):
+    """No index holds a lease (runs.models.Run says why): a heartbeat rewrites the rows in
+    their pages and adds no index entry."""
+    make_due(create_schedule(tenant, overlapPolicy="allow"))
+    authority.materialize_due()
+    run = authority.claim(worker_label="w")
+    with transaction.atomic():
+        before = _updates()
+        assert extend_leases([(run.current_attempt_id, run.fence)]) == {run.current_attempt_id: False}
+        after = _updates()
+    assert {table: (after[table][0] - updated, after[table][1] - hot) for table, (updated, hot) in before.items()} == {
+        "runs_attempt": (1, 1), "runs_run": (1, 1)}
+
+
+def _updates() -> dict[str, tuple[int, int]]:
+    """Rows updated and of those HOT-updated in each table, as this backend counted so far
+    (its counts not yet reported to the statistics included)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
+                       " WHERE relname IN ('runs_run', 'runs_attempt')")
+        return {table: (updated, hot) for table, updated, hot in cursor.fetchall()}
 
 
 # (statements, commits) of each step for a batch of 16 runs claimed by one worker process.
