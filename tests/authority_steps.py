@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from django.db import connection
+
 from runs import authority
 from scheduler_project.clock import authority_now
 from runs.models import Attempt, Run, StoredObject
@@ -114,3 +116,32 @@ def set_lease_deadline(run_id: str, deadline: datetime) -> None:
 def expire_lease(run_id: str, *, seconds_ago: float = 1) -> None:
     """Time passes past the lease deadline (database time, as the authority compares it)."""
     set_lease_deadline(run_id, authority_now() - timedelta(seconds=seconds_ago))
+
+
+def insert_runs(count: int, *, tenant_id: str, schedule_ids: list[str], state: str, due: str, extra: str = "",
+                 step: int = 1, offset: int = 0) -> None:
+    """``count`` runs of these schedules written by one SQL statement (a history in seconds),
+    the i-th at ``due`` (an SQL instant: ``now() - interval '1 day'`` on PostgreSQL,
+    ``'now', '-1 day'`` on SQLite) plus i x ``step`` + ``offset`` seconds, with ids
+    ``run_<extra><i>``; finished ones finished then, running ones leased for an hour."""
+    seconds = f"(g.i * {step} + {offset})"
+    if connection.vendor == "postgresql":
+        numbers = f"generate_series(1, {count}) AS g(i)"
+        at = f"{due} + {seconds} * interval '1 second'"
+        lease = f"{at} + interval '1 hour'"
+    else:
+        numbers = f"(WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {count}) SELECT i FROM c) AS g"
+        at = f"STRFTIME('%Y-%m-%d %H:%M:%f', {due}, '+' || {seconds} || ' seconds')"
+        lease = f"STRFTIME('%Y-%m-%d %H:%M:%f', {due}, '+' || {seconds} || ' seconds', '+1 hour')"
+    live = state in ("queued", "running")
+    schedules = "CASE " + " ".join(f"WHEN g.i % {len(schedule_ids)} = {n} THEN '{sid}'"
+                                   for n, sid in enumerate(schedule_ids)) + " END"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO runs_run (id, schedule_id, tenant_id, trigger, revision, payload, job_type, resource_class,"
+            f" state, pending_reason, scheduled_at, due_at, fence, lease_expires_at, attempt_count, dispatch_count,"
+            f" max_attempts, holds_guard, strict, cancellation_requested, cancellation_accepted, finished_at, error,"
+            f" progress_message, created_at)"
+            f" SELECT 'run_{extra}' || g.i, {schedules}, '{tenant_id}', 'schedule', 1, '{{}}', 'demo.sleep', 'short',"
+            f" '{state}', '', {at}, {at}, 1, {lease if state == 'running' else 'NULL'}, 1, 1, 3, false, false,"
+            f" false, false, {'NULL' if live else at}, '', '', {at} FROM {numbers}")

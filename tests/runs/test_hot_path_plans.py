@@ -24,7 +24,7 @@ from runs.authority.reserve import Reserve
 from runs.authority.sweep import sweep_expired_leases
 from runs.selectors import tenant_runs_page
 from scheduler_project.clock import authority_now
-from tests.authority_steps import create_schedule
+from tests.authority_steps import create_schedule, insert_runs
 from tests.factories import make_tenant
 
 pytestmark = pytest.mark.django_db
@@ -74,33 +74,6 @@ def captured(call) -> list[str]:
     return [q["sql"] for q in queries.captured_queries if "runs_run" in q["sql"]]
 
 
-def _insert_runs(count: int, *, tenant_id: str, schedule_ids: list[str], state: str, due: str, extra: str = "",
-                 step: int = 1, offset: int = 0) -> None:
-    """``count`` runs of these schedules written by one statement, the i-th at ``due`` plus
-    i x ``step`` + ``offset`` seconds; running ones leased for an hour after it."""
-    seconds = f"(g.i * {step} + {offset})"
-    if connection.vendor == "postgresql":
-        numbers = f"generate_series(1, {count}) AS g(i)"
-        at = f"{due} + {seconds} * interval '1 second'"
-        lease = f"{at} + interval '1 hour'"
-    else:
-        numbers = f"(WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {count}) SELECT i FROM c) AS g"
-        at = f"STRFTIME('%Y-%m-%d %H:%M:%f', {due}, '+' || {seconds} || ' seconds')"
-        lease = f"STRFTIME('%Y-%m-%d %H:%M:%f', {due}, '+' || {seconds} || ' seconds', '+1 hour')"
-    live = state in ("queued", "running")
-    schedules = "CASE " + " ".join(f"WHEN g.i % {len(schedule_ids)} = {n} THEN '{sid}'"
-                                   for n, sid in enumerate(schedule_ids)) + " END"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO runs_run (id, schedule_id, tenant_id, trigger, revision, payload, job_type, resource_class,"
-            f" state, pending_reason, scheduled_at, due_at, fence, lease_expires_at, attempt_count, dispatch_count,"
-            f" max_attempts, holds_guard, strict, cancellation_requested, cancellation_accepted, finished_at, error,"
-            f" progress_message, created_at)"
-            f" SELECT 'run_{extra}' || g.i, {schedules}, '{tenant_id}', 'schedule', 1, '{{}}', 'demo.sleep', 'short',"
-            f" '{state}', '', {at}, {at}, 1, {lease if state == 'running' else 'NULL'}, 1, 1, 3, false, false,"
-            f" false, false, {'NULL' if live else at}, '', '', {at} FROM {numbers}")
-
-
 def _analyze() -> None:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE runs_run" if connection.vendor == "postgresql" else "ANALYZE")
@@ -130,15 +103,15 @@ def wave(request):
         ago = "now() - interval '40 days'" if connection.vendor == "postgresql" else "'now', '-40 days'"
         states = ["failed", "canceled", "skipped"]
         for n, state in enumerate(states):
-            _insert_runs(request.param // len(states), tenant_id=old.id, schedule_ids=schedules, state=state,
+            insert_runs(request.param // len(states), tenant_id=old.id, schedule_ids=schedules, state=state,
                          due=ago, extra=f"h{n}_", step=len(states), offset=n)
         _analyze()
         _assert_statistics_know_no_live_run(request.param)
     tenant = make_tenant("wave", max_active_runs=10**6)
     schedule = create_schedule(tenant, overlapPolicy="buffer_one")
     just_now = "now() - interval '4 hours'" if connection.vendor == "postgresql" else "'now', '-4 hours'"
-    _insert_runs(WAVE, tenant_id=tenant.id, schedule_ids=[schedule.id], state="queued", due=just_now, extra="q")
-    _insert_runs(8, tenant_id=tenant.id, schedule_ids=[schedule.id], state="running", due="now()" if
+    insert_runs(WAVE, tenant_id=tenant.id, schedule_ids=[schedule.id], state="queued", due=just_now, extra="q")
+    insert_runs(8, tenant_id=tenant.id, schedule_ids=[schedule.id], state="running", due="now()" if
                  connection.vendor == "postgresql" else "'now'", extra="r")
     return tenant, schedule, old if request.param else tenant
 
