@@ -12,7 +12,6 @@ module there. The outbox's first wave, with no statistics at all, is the last te
 
 import json
 import re
-from datetime import timedelta
 
 import pytest
 from django.db import connection
