@@ -14,10 +14,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 from _setup import ROOT, django_on, percentile
-
-sys.path.insert(0, str(ROOT / "tests"))
 
 
 def free_port():
@@ -65,6 +64,29 @@ def report(name, latencies, errors, elapsed):
           f"p99={percentile(ms, 99):6.1f} ms  {len(ms) / elapsed:7.0f} req/s  errors={len(errors)}")
 
 
+@contextmanager
+def gunicorn(env: dict, *, workers: int = 2):
+    """A gunicorn of ``workers`` x 4 threads serving the API with ``env``, until the block ends;
+    yields its port once it answers."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(workers), "--threads", "4", "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )
+    try:
+        for _ in range(100):
+            try:
+                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/api/schema/")
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield port
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=2000)
@@ -76,20 +98,7 @@ def main():
     from schedules.tenants import tenant_create
 
     tenant, token = tenant_create(name="api-bench", max_schedules=10**6)
-    port = free_port()
-    env = dict(os.environ, LOG_LEVEL="WARNING")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(args.workers), "--threads", "4", "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )
-    try:
-        for _ in range(100):
-            try:
-                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/api/schema/")
-                break
-            except OSError:
-                time.sleep(0.2)
+    with gunicorn(dict(os.environ, LOG_LEVEL="WARNING"), workers=args.workers) as port:
         body = json.dumps({"name": "bench", "jobType": "demo.sleep", "params": {"seconds": 0},
                            "recurrence": {"kind": "cron", "cron": "0 9 * * 1-5", "timezone": "America/New_York"}})
         warm = load(port, token, 200, 4, lambda t, i: ("POST", "/api/v1/schedules", body))
@@ -108,9 +117,6 @@ def main():
         report("POST /schedules", *create)
         report("GET /runs/{id}", *status)
         report("GET /schedules/{id}/runs", *history)
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -179,20 +179,21 @@ def burst(database: str, keep: bool, args) -> dict:
     return figures
 
 
-def api(database: str, tenant_name: str, args) -> dict:
+def api(database: str, tenant_name: str, args, *, analyze: bool) -> dict:
     """p95 of ``GET /runs/{id}`` (runs of the tenant's history, at random), a schedule's
     history page and the tenant's runs page of 50, with 8 clients on gunicorn 2 x 4 threads
-    against ``database``; rate limiting off."""
+    against ``database``; rate limiting off. ``analyze``: ANALYZE the runs first, as
+    autovacuum would a table that grew from nothing by a burst (the bench's server runs
+    without it; a history is analyzed once loaded, and a burst adds too little to it)."""
     import psycopg
 
-    from api_latency import free_port, load
+    from api_latency import gunicorn, load
     from _setup import percentile
 
     url = f"{SERVER}/{database}"
     with psycopg.connect(url, autocommit=True) as conn:
-        # Autovacuum analyzes a table that grew from nothing by a burst; the bench's server runs
-        # without it. (A history is analyzed once loaded; a burst adds too little to it.)
-        conn.execute("ANALYZE runs_run")
+        if analyze:
+            conn.execute("ANALYZE runs_run")
         tenant_id = conn.execute("SELECT id FROM schedules_tenant WHERE name LIKE %s ORDER BY id DESC LIMIT 1",
                                  [tenant_name]).fetchone()[0]
         run_ids = [row[0] for row in conn.execute(
@@ -207,37 +208,21 @@ def api(database: str, tenant_name: str, args) -> dict:
          f" print(tenant_token_create(tenant=Tenant.objects.get(id='{tenant_id}'), name='history-bench')[1])"],
         cwd=ROOT, env=dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="scheduler_project.settings"),
         capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-    port = free_port()
-    env = dict(os.environ, DATABASE_URL=url, LOG_LEVEL="WARNING", API_RATE_LIMIT_PER_SECOND="0")
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--bind",
-                               f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--log-level", "warning"],
-                              cwd=ROOT, env=env)
-    try:
-        import http.client
-
-        for _ in range(100):
-            try:
-                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/api/schema/")
-                break
-            except OSError:
-                time.sleep(0.2)
-        figures = {}
-        requests = {
-            "run": lambda t, i: ("GET", f"/api/v1/runs/{run_ids[(t * 31 + i) % len(run_ids)]}", None),
-            "schedule_page": lambda t, i: ("GET", f"/api/v1/schedules/{schedule_ids[(t + i) % len(schedule_ids)]}"
-                                                  "/runs?limit=50", None),
-            "runs_page": lambda t, i: ("GET", "/api/v1/runs?limit=50", None),
-        }
+    requests = {
+        "run": lambda t, i: ("GET", f"/api/v1/runs/{run_ids[(t * 31 + i) % len(run_ids)]}", None),
+        "schedule_page": lambda t, i: ("GET", f"/api/v1/schedules/{schedule_ids[(t + i) % len(schedule_ids)]}"
+                                              "/runs?limit=50", None),
+        "runs_page": lambda t, i: ("GET", "/api/v1/runs?limit=50", None),
+    }
+    figures = {}
+    with gunicorn(dict(os.environ, DATABASE_URL=url, LOG_LEVEL="WARNING", API_RATE_LIMIT_PER_SECOND="0")) as port:
         for name, request in requests.items():
             load(port, token, 80, 8, request)  # warm: connections, caches
             latencies, errors, _ = load(port, token, args.requests, 8, request)
             if errors:
                 raise SystemExit(f"{name}: {len(errors)} errors, first {errors[0]}")
             figures[name] = percentile([x * 1000 for x in latencies], 95)
-        return figures
-    finally:
-        server.terminate()
-        server.wait()
+    return figures
 
 
 def main():
@@ -265,7 +250,7 @@ def main():
         database = DATABASE if rows else "scheduler_burst"
         results[rows] = burst(database, keep=bool(rows), args=args)
         # The API over the history's first tenant; on the empty database, over the burst's.
-        results[rows]["api"] = api(database, "history-000" if rows else "burst-%", args)
+        results[rows]["api"] = api(database, "history-000" if rows else "burst-%", args, analyze=not rows)
     empty = results.get(0)
     for rows, figures in results.items():
         line = f"history {rows:,}: burst {figures['runs_per_s']:,.0f} runs/s"
