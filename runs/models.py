@@ -52,6 +52,22 @@ class Trigger(models.TextChoices):
     MANUAL = "manual"
 
 
+# Work a client asked for (a run once, a backfilled past instant) rather than an instant the
+# scanner reached: its lateness starts when it was created, and while unclaimed it counts
+# against the tenant's maxPendingManualRuns.
+REQUESTED = Q(trigger=Trigger.MANUAL) | Q(backfilled=True)
+
+
+def owed_since(instant, *, created_at, trigger: str, backfilled: bool):
+    """Since when a run's start is owed for `instant` (its scheduled or due instant): that
+    instant, except that requested work (REQUESTED: a run once with a past runAt, a backfilled
+    instant) cannot be late before it existed. The scanner's own occurrences count from their
+    instant even when created late: a scanner that stopped made them late."""
+    if trigger == Trigger.MANUAL or backfilled:
+        return max(instant, created_at)
+    return instant
+
+
 class Run(models.Model):
     """One intended run of a schedule: the occurrence."""
 
@@ -90,6 +106,10 @@ class Run(models.Model):
     # A scheduled occurrence of a schedule with a start promise (startDeadlineSeconds): claims
     # serve it first, and it may take the slots reserved for strict work (STRICT_RESERVED_SHARE).
     strict = models.BooleanField(default=False, db_default=False)
+    # Created by a backfill request for a past instant (a scheduled occurrence all the same).
+    # Like a manual run it is requested work: it counts against the tenant's quota of work
+    # waiting to be claimed, and its lateness is measured from its creation (REQUESTED).
+    backfilled = models.BooleanField(default=False, db_default=False)
     cancellation_requested = models.BooleanField(default=False)
     cancellation_accepted = models.BooleanField(default=False)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -190,12 +210,13 @@ class Run(models.Model):
             # holds lease_expires_at, so a heartbeat, which writes only leases, is a HOT update
             # that adds no index entry.
             models.Index(fields=["tenant"], name="run_running_idx", condition=Q(state="running")),
-            # The manual-run quota counts a tenant's unclaimed manual runs at every run once;
-            # scheduled occurrences, the 09:00 wave's rows, stay out of the index.
+            # The quota of requested work counts a tenant's unclaimed manual and backfilled runs
+            # at every run once and backfill; the scanner's occurrences, the 09:00 wave's rows,
+            # stay out of the index.
             models.Index(
                 fields=["tenant"],
-                name="run_manual_outstanding_idx",
-                condition=Q(trigger="manual", state__in=["pending", "queued"]),
+                name="run_requested_waiting_idx",
+                condition=REQUESTED & Q(state__in=["pending", "queued"]),
             ),
             # Retention reads finished runs only; unfinished ones stay out of the index.
             models.Index(fields=["finished_at"], name="run_ended_idx", condition=Q(finished_at__isnull=False)),

@@ -379,8 +379,9 @@ class JobTypeListView(TenantAPIView):
             "must match, its resource class, the default lease of a claim, its timeout, and the retry "
             "policy a new schedule of that type starts with. A schedule naming any other job type is "
             "400 `invalid_request` on `jobType` (or 403 `job_type_forbidden` for an existing type the "
-            "tenant may not use). `statistics`: duration and queue delay percentiles of its accepted "
-            "attempts over a rolling window."
+            "tenant may not use). `statistics`: duration and queue delay percentiles of the caller's own "
+            "accepted attempts of the type over a rolling window, and the duration forecasts expect of one "
+            "run of it (from every tenant's runs)."
         ),
         examples=api_docs.JOB_TYPES,
         tags=["job types"],
@@ -388,5 +389,9 @@ class JobTypeListView(TenantAPIView):
     )
     def get(self, request):
         job_types = job_types_allowed(tenant=request.tenant)
-        stats = runtime_statistics([t.name for t in job_types])
-        return Response({"results": [job_type_representation(t, stats[t.name]) for t in job_types]})
+        names = [t.name for t in job_types]
+        # The tenant's own runs: another tenant's backlog or inputs never move this view. What
+        # forecasts expect of a run comes from every tenant's runs (they share the slots).
+        own, every = runtime_statistics(names, tenant=request.tenant), runtime_statistics(names)
+        return Response({"results": [job_type_representation(t, own[t.name], every[t.name].expected_duration())
+                                     for t in job_types]})

@@ -2,7 +2,8 @@
 of a missed period. Each instant is created at most once (the unique key of a scheduled
 instant: run_one_per_instant), so a repeated request creates nothing new; they wait as
 pending (reason backfill) and the scanner releases at most BACKFILL_PER_CYCLE of each
-schedule per scan cycle, like a run_all catch-up."""
+schedule per scan cycle, like a run_all catch-up. Until claimed they count against the
+tenant's quota of requested work, as manual runs do."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -10,6 +11,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from runs.authority.materialize import run_payload
+from runs.authority.operations import check_requested_work_quota, lock_requested_work_quota
 from runs.authority.sql import bulk_set
 from runs.authority.transitions import dispatch_intent
 from runs.catch_up import RUN_ALL_PER_CYCLE
@@ -36,6 +38,7 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
     if end <= start:
         raise InvalidRequest("to must be after from", field="to")
     with transaction.atomic(durable=True):
+        limit = lock_requested_work_quota(tenant)
         schedule = lock_schedule(schedule_id, tenant=tenant)
         now = authority_now()
         if end > now:
@@ -65,12 +68,15 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
         revision = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision)
         payload = run_payload(revision.payload, job_type)
         rows = [
-            Run(schedule=schedule, tenant_id=schedule.tenant_id, trigger=Trigger.SCHEDULE, revision=schedule.revision,
-                payload=payload, job_type=job_type.name, resource_class=payload["resourceClass"],
-                max_attempts=payload["retry"]["maxAttempts"], state=RunState.PENDING,
-                pending_reason=PendingReason.BACKFILL, scheduled_at=at, due_at=at, created_at=now)
+            Run(schedule=schedule, tenant_id=schedule.tenant_id, trigger=Trigger.SCHEDULE, backfilled=True,
+                revision=schedule.revision, payload=payload, job_type=job_type.name,
+                resource_class=payload["resourceClass"], max_attempts=payload["retry"]["maxAttempts"],
+                state=RunState.PENDING, pending_reason=PendingReason.BACKFILL, scheduled_at=at, due_at=at,
+                created_at=now)
             for at in instants if at not in existing
         ]
+        if rows:
+            check_requested_work_quota(tenant, limit, adding=len(rows))
         Run.objects.bulk_create(rows, ignore_conflicts=True)  # the unique key keeps each instant once
     return Backfilled(len(instants), len(rows), len(existing))
 

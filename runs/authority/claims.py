@@ -13,7 +13,7 @@ from runs.authority.sql import bulk_set
 from scheduler_project.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
 from runs.overlap import Step, admit, takes_guard
-from runs.models import Attempt, PendingReason, Run, RunState
+from runs.models import Attempt, PendingReason, Run, RunState, owed_since
 
 CLAIM_ROUNDS = 3  # allocation rounds per claim_many when guards or locks pass over candidates
 
@@ -115,10 +115,12 @@ def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> dict[
 def _observe(claimed: list[Run]) -> None:
     for run in claimed:
         started = run.current_attempt.started_at
-        metrics.QUEUE_DELAY.labels(run.resource_class).observe(max(0.0, (started - run.due_at).total_seconds()))
+        origin = dict(created_at=run.created_at, trigger=run.trigger, backfilled=run.backfilled)
+        delay = started - owed_since(run.due_at, **origin)
+        metrics.QUEUE_DELAY.labels(run.resource_class).observe(max(0.0, delay.total_seconds()))
         if run.attempt_count == 1:
-            lateness = max(0.0, (started - run.scheduled_at).total_seconds())
-            metrics.DUE_TO_START.labels(run.tenant_id, run.resource_class).observe(lateness)
+            lateness = started - owed_since(run.scheduled_at, **origin)
+            metrics.DUE_TO_START.labels(run.tenant_id, run.resource_class).observe(max(0.0, lateness.total_seconds()))
 
 
 def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker) -> list[Run]:

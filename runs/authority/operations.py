@@ -12,7 +12,7 @@ from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
 from runs.authority.sql import bulk_set, transition
 from scheduler_project.clock import authority_now
-from runs.models import Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
+from runs.models import REQUESTED, Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
 from scheduler_project.errors import IdempotencyConflict, InvalidState, QuotaExceeded
 
 
@@ -22,12 +22,9 @@ def run_once(
 ) -> tuple[Run, bool]:
     """Create one manual occurrence (`params` over the schedule's, due at `run_at` or now);
     the same key returns the same run if `request_hash` matches the request that carried it.
-    Past the tenant's limit of unclaimed manual runs: QuotaExceeded, nothing created."""
+    Past the tenant's quota of requested work: QuotaExceeded, nothing created."""
     with transaction.atomic(durable=True):
-        # The tenant lock first (lock order): two requests cannot both see room for one more.
-        limit = Tenant.objects.select_for_update().filter(id=tenant.id).values_list(
-            "max_pending_manual_runs", flat=True
-        ).first()
+        limit = lock_requested_work_quota(tenant)
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
         params = {**schedule.params, **(params or {})}
@@ -40,7 +37,7 @@ def run_once(
                 if previous.request_hash != request_hash:
                     raise IdempotencyConflict("this Idempotency-Key was used with a different request")
                 return Run.objects.get(id=previous.resource_id), False
-        _check_manual_run_quota(tenant, limit)
+        check_requested_work_quota(tenant, limit, adding=1)
         now = authority_now()
         revision = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision)
         payload = run_payload({**revision.payload, "params": params}, job_type)
@@ -71,14 +68,25 @@ def run_once(
         return run, True
 
 
-def _check_manual_run_quota(tenant, limit: int) -> None:
-    """The tenant (locked) may hold at most `limit` manual runs not yet claimed."""
-    outstanding = Run.objects.filter(
-        tenant=tenant, trigger=Trigger.MANUAL, state__in=(RunState.PENDING, RunState.QUEUED)
-    )
-    if outstanding[:limit].count() >= limit:  # counts no further than the limit
+def lock_requested_work_quota(tenant) -> int:
+    """Lock the tenant's row and read its quota of requested work waiting to be claimed
+    (maxPendingManualRuns). The tenant lock comes first (lock order): two requests cannot
+    both see room for the same runs."""
+    return Tenant.objects.select_for_update().filter(id=tenant.id).values_list(
+        "max_pending_manual_runs", flat=True
+    ).first()
+
+
+def check_requested_work_quota(tenant, limit: int, *, adding: int) -> None:
+    """The tenant (locked by lock_requested_work_quota) may hold at most `limit` requested
+    runs (manual or backfilled, models.REQUESTED) not yet claimed: QuotaExceeded when
+    `adding` more would pass it."""
+    waiting = Run.objects.filter(REQUESTED, tenant=tenant, state__in=(RunState.PENDING, RunState.QUEUED))
+    held = waiting[:limit].count()  # counts no further than the limit
+    if held + adding > limit:
         raise QuotaExceeded(
-            f"tenant has {limit} manual runs waiting to be claimed; its quota is {limit}",
+            f"tenant has {held} manual or backfilled runs waiting to be claimed and asked for {adding} more; "
+            f"its quota is {limit}",
             details={"quota": "maxPendingManualRuns", "limit": limit},
         )
 

@@ -1,5 +1,6 @@
 """Runtime statistics from accepted attempts over a rolling window, per job type and per
-schedule: execution duration (claim to accepted completion) and queue delay (due to claim),
+schedule: execution duration (claim to accepted completion) and queue delay (due to claim;
+for requested work, creation to claim when it was created after its instant: models.owed_since),
 separately. Forecasts expect a run of a schedule with enough history of its own to last its
 own mean (`schedule_durations`), any other run its job type's."""
 
@@ -11,7 +12,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, QuerySet
 
-from runs.models import Run
+from runs.models import Run, owed_since
 from scheduler_project.clock import authority_now
 
 QUANTILES = (50, 95, 99)
@@ -59,12 +60,14 @@ def _statistics(subject: str, accepted) -> RuntimeStats:
     accepted attempt, finished inside the window)."""
     rows = list(
         accepted.order_by("-finished_at")
-        .values_list("accepted_attempt__started_at", "accepted_attempt__finished_at", "due_at")[
-            : settings.CAPACITY_STATS_SAMPLES
-        ]
+        .values_list("accepted_attempt__started_at", "accepted_attempt__finished_at", "due_at", "created_at",
+                     "trigger", "backfilled")[: settings.CAPACITY_STATS_SAMPLES]
     )
-    durations = [(end - start).total_seconds() for start, end, _ in rows if end is not None]
-    delays = [max(0.0, (start - due).total_seconds()) for start, _, due in rows]
+    durations = [(end - start).total_seconds() for start, end, *_ in rows if end is not None]
+    delays = [
+        max(0.0, (start - owed_since(due, created_at=created, trigger=trigger, backfilled=backfilled)).total_seconds())
+        for start, _, due, created, trigger, backfilled in rows
+    ]
     return RuntimeStats(subject, len(rows), _summary(durations), _summary(delays))
 
 
@@ -72,9 +75,14 @@ def _accepted(now, **where):
     return Run.objects.filter(accepted_attempt__isnull=False, finished_at__gte=_since(now), **where)
 
 
-def job_type_statistics(job_type: str, *, now=None) -> RuntimeStats:
-    """One job type's statistics from its latest accepted attempts inside the window."""
-    return _statistics(job_type, _accepted(now, job_type=job_type))
+def _of_tenant(tenant) -> dict:
+    return {} if tenant is None else {"tenant": tenant}
+
+
+def job_type_statistics(job_type: str, *, now=None, tenant=None) -> RuntimeStats:
+    """One job type's statistics from its latest accepted attempts inside the window: every
+    tenant's (what forecasts expect), or only `tenant`'s (that tenant's own view)."""
+    return _statistics(job_type, _accepted(now, job_type=job_type, **_of_tenant(tenant)))
 
 
 def schedule_statistics(schedule_id: str, *, now=None) -> RuntimeStats:
@@ -83,14 +91,17 @@ def schedule_statistics(schedule_id: str, *, now=None) -> RuntimeStats:
     return _statistics(schedule_id, _accepted(now, schedule_id=schedule_id))
 
 
-def runtime_statistics(job_types, *, now=None) -> dict[str, RuntimeStats]:
-    """Each of `job_types`' statistics. One statement finds the types with samples in the
-    window; only those are read further (a type without any would read the whole window)."""
+def runtime_statistics(job_types, *, now=None, tenant=None) -> dict[str, RuntimeStats]:
+    """Each of `job_types`' statistics (every tenant's runs, or only `tenant`'s). One statement
+    finds the types with samples in the window; only those are read further (a type without
+    any would read the whole window)."""
     now = now or authority_now()
     names = list(job_types)
-    sampled = set(_accepted(now, job_type__in=names).values_list("job_type", flat=True).distinct()) if names else ()
-    return {name: job_type_statistics(name, now=now) if name in sampled else RuntimeStats(name, 0, _summary([]),
-                                                                                          _summary([]))
+    where = _of_tenant(tenant)
+    sampled = set(_accepted(now, job_type__in=names, **where).values_list("job_type", flat=True).distinct()) if names else ()
+    empty = _summary([])
+    return {name: job_type_statistics(name, now=now, tenant=tenant) if name in sampled
+            else RuntimeStats(name, 0, empty, empty)
             for name in names}
 
 

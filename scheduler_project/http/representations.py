@@ -73,8 +73,9 @@ def revision_representation(revision) -> dict:
     }
 
 
-def job_type_representation(job_type, stats=None) -> dict:
-    """The catalog entry; with `stats` (runs.capacity.statistics.RuntimeStats) its runtime statistics."""
+def job_type_representation(job_type, stats=None, expected_duration: float | None = None) -> dict:
+    """The catalog entry; with `stats` (runs.capacity.statistics.RuntimeStats) its runtime
+    statistics, and the duration forecasts expect of one run of it (`expected_duration`)."""
     return {
         "name": job_type.name,
         "resourceClass": job_type.resource_class,
@@ -88,7 +89,8 @@ def job_type_representation(job_type, stats=None) -> dict:
             "maxDelaySeconds": _number(job_type.max_delay_seconds),
         },
         "uncertainEffectPolicy": job_type.uncertain_effect_policy,
-        **({"statistics": statistics_representation(stats)} if stats is not None else {}),
+        **({"statistics": {**statistics_representation(stats), "expectedDurationSeconds": expected_duration}}
+           if stats is not None else {}),
     }
 
 
@@ -100,7 +102,6 @@ def statistics_representation(stats) -> dict:
         "samples": stats.samples,
         "durationSeconds": stats.duration,
         "queueDelaySeconds": stats.queue_delay,
-        "expectedDurationSeconds": stats.expected_duration(),
     }
 
 
@@ -157,6 +158,7 @@ def run_representation(run) -> dict:
         "scheduleId": run.schedule_id,
         "revision": run.revision,
         "trigger": run.trigger,
+        "backfilled": run.backfilled,
         "jobType": run.job_type,
         "state": run.state,
         "pendingReason": run.pending_reason or None,

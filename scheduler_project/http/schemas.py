@@ -210,6 +210,7 @@ class RunSerializer(serializers.Serializer):
     scheduleId = serializers.CharField()
     revision = serializers.IntegerField()
     trigger = serializers.ChoiceField(choices=["schedule", "manual"])
+    backfilled = serializers.BooleanField(help_text="An occurrence created by a backfill request (trigger schedule)")
     jobType = serializers.CharField()
     state = serializers.ChoiceField(choices=RUN_STATES)
     pendingReason = serializers.CharField(allow_null=True)
