@@ -15,6 +15,7 @@ from runs.results import result_download
 from runs.selectors import history_watermark, tenant_runs_page
 from schedules.models import Tenant
 from scheduler_project.errors import DomainError
+from scheduler_project.http.representations import run_pending_reason
 
 
 @staff_only
@@ -41,6 +42,7 @@ def run_detail(request, run_id):
     run = get_object_or_404(Run.objects.select_related("schedule", "tenant"), id=run_id)
     context = {
         "run": run,
+        "pending_reason": run_pending_reason(run),
         "attempts": run.attempts.order_by("number"),
         "effects": run.effect_intents.order_by("created_at", "id"),
         "progress_percent": round(run.progress_fraction * 100) if run.progress_fraction is not None else None,

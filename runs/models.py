@@ -42,6 +42,11 @@ class PendingReason(models.TextChoices):
     BACKFILL = "backfill"  # a backfilled past instant, released a share per scan cycle
 
 
+# A waiting run's pendingReason in the API when its job type has no declaration any more:
+# derived when the run is read (the catalog says it), never stored.
+JOB_TYPE_UNAVAILABLE = "job_type_unavailable"
+
+
 class SkipReason(models.TextChoices):
     MISFIRE = "misfire"
     OVERLAP = "overlap"

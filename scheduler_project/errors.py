@@ -57,6 +57,13 @@ class InvalidState(DomainError):
     status, code = 409, "invalid_state"
 
 
+class JobTypeUnavailable(DomainError):
+    """The schedule's job type has no declaration any more (disabled in the catalog): nothing
+    new of it is accepted until its declaration is back."""
+
+    status, code = 409, "job_type_unavailable"
+
+
 class StaleFence(DomainError):
     """The caller's fence is no longer current: its result can never become canonical."""
 

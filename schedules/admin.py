@@ -133,7 +133,7 @@ POLICIES = (
 )
 CAPACITY = ("start_deadline_seconds", "jitter_seconds")
 CONTROL = ("expected_revision", "previewed")
-SUMMARY = ("id", "tenant", "job_type", "revision", "paused")
+SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused")
 TIMES = ("zone", "next_run", "created", "updated", "paused_since", "deleted", "next_five_instants")
 VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
              "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects")
@@ -190,6 +190,13 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         """Nothing left to write: the form's service call wrote the schedule and its revision."""
+
+    @admin.display(description="job type available")
+    def job_type_available(self, obj):
+        if obj.job_type.enabled:
+            return "yes"
+        return ("no: the job type is no longer declared; this schedule's runs wait (job_type_unavailable) until "
+                "it is declared again (SCHEDULER_JOB_MODULES)")
 
     @admin.display(description="time zone")
     def zone(self, obj):

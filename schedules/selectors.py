@@ -6,7 +6,8 @@ from scheduler_project.errors import NotFound
 
 
 def schedule_get(*, tenant: Tenant, schedule_id: str) -> Schedule:
-    schedule = Schedule.objects.filter(id=schedule_id, tenant=tenant, deleted_at__isnull=True).first()
+    schedule = Schedule.objects.filter(id=schedule_id, tenant=tenant, deleted_at__isnull=True).select_related(
+        "job_type").first()
     if schedule is None:
         raise NotFound("no such schedule")
     return schedule
@@ -21,7 +22,7 @@ def schedule_get_for_history(*, tenant: Tenant, schedule_id: str) -> Schedule:
 
 
 def schedules_list(*, tenant: Tenant, after_id: str | None, limit: int) -> list[Schedule]:
-    schedules = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).order_by("id")
+    schedules = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).select_related("job_type").order_by("id")
     if after_id:
         schedules = schedules.filter(id__gt=after_id)
     return list(schedules[:limit])
@@ -35,6 +36,12 @@ def schedule_local_next_run(schedule: Schedule) -> str | None:
     zone = schedule.recurrence.get("timezone") if isinstance(schedule.recurrence, dict) else None
     return recurrence.render_local(zone or "UTC", schedule.next_run_at)
 
+
+
+def unavailable_job_types() -> frozenset[str]:
+    """Job types whose declaration is gone (disabled in the catalog, workers.jobs.catalog):
+    their schedules' runs wait until it is back. The catalog is a few rows."""
+    return frozenset(JobType.objects.filter(enabled=False).values_list("name", flat=True))
 
 
 def job_types_allowed(*, tenant: Tenant) -> list[JobType]:

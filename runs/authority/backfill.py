@@ -11,14 +11,14 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from runs.authority.materialize import run_payload
-from runs.authority.operations import check_requested_work_quota, lock_requested_work_quota
+from runs.authority.operations import available_job_type, check_requested_work_quota, lock_requested_work_quota
 from runs.authority.sql import bulk_set
 from runs.authority.transitions import dispatch_intent
 from runs.catch_up import RUN_ALL_PER_CYCLE
 from runs.models import Outbox, PendingReason, Run, RunState, Trigger
 from schedules import recurrence
 from schedules.locks import lock_schedule
-from schedules.models import JobType, ScheduleRevision
+from schedules.models import ScheduleRevision
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import InvalidRequest, InvalidState
 
@@ -64,7 +64,7 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
             Run.objects.filter(schedule=schedule, trigger=Trigger.SCHEDULE, scheduled_at__in=instants)
             .values_list("scheduled_at", flat=True)
         )
-        job_type = JobType.objects.get(name=schedule.job_type_id)
+        job_type = available_job_type(schedule)
         revision = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision)
         payload = run_payload(revision.payload, job_type)
         rows = [

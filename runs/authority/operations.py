@@ -13,7 +13,7 @@ from runs.authority.transitions import dispatch_intent, finish_run
 from runs.authority.sql import bulk_set, transition
 from scheduler_project.clock import authority_now
 from runs.models import REQUESTED, Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
-from scheduler_project.errors import IdempotencyConflict, InvalidState, QuotaExceeded
+from scheduler_project.errors import IdempotencyConflict, InvalidState, JobTypeUnavailable, QuotaExceeded
 
 
 def run_once(
@@ -26,7 +26,7 @@ def run_once(
     with transaction.atomic(durable=True):
         limit = lock_requested_work_quota(tenant)
         schedule = lock_schedule(schedule_id, tenant=tenant)
-        job_type = JobType.objects.get(name=schedule.job_type_id)
+        job_type = available_job_type(schedule)
         params = {**schedule.params, **(params or {})}
         validate_params(job_type, params)
         check_celery_task_allowed(tenant, job_type.name, params)
@@ -66,6 +66,18 @@ def run_once(
                 tenant=tenant, scope=scope, key=idempotency_key, request_hash=request_hash, resource_id=run.id
             )
         return run, True
+
+
+def available_job_type(schedule) -> JobType:
+    """The schedule's job type, for new work of it: JobTypeUnavailable when its declaration is
+    gone (such a run would wait for a worker that cannot run it)."""
+    job_type = JobType.objects.get(name=schedule.job_type_id)
+    if not job_type.enabled:
+        raise JobTypeUnavailable(
+            f"job type {job_type.name!r} has no declaration any more: no worker can run it until it is declared "
+            f"again (SCHEDULER_JOB_MODULES)", details={"jobType": job_type.name},
+        )
+    return job_type
 
 
 def lock_requested_work_quota(tenant) -> int:

@@ -2,6 +2,7 @@
 so runs created while a client pages never make it skip or repeat older ones."""
 
 from runs.selectors import history_watermark
+from schedules.selectors import unavailable_job_types
 from scheduler_project.clock import instant
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
@@ -33,8 +34,9 @@ def run_history_body(request, *, scope: str, read_page) -> dict:
         next_cursor = encode_cursor(
             scope, {"ub": upper_bound.isoformat(), "at": last.scheduled_at.isoformat(), "id": last.id}
         )
+    unavailable = unavailable_job_types() if any(run.finished_at is None for run in page) else frozenset()
     return {
-        "results": [run_representation(run) for run in page],
+        "results": [run_representation(run, unavailable) for run in page],
         "nextCursor": next_cursor,
         "watermark": instant(upper_bound),
     }

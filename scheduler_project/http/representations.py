@@ -18,6 +18,7 @@ def schedule_representation(schedule) -> dict:
         "scheduleId": schedule.id,
         "name": schedule.name,
         "jobType": schedule.job_type_id,
+        "jobTypeAvailable": schedule.job_type.enabled,
         "params": schedule.params,
         "recurrence": schedule.recurrence,
         "misfirePolicy": schedule.misfire_policy,
@@ -150,7 +151,20 @@ def run_progress_representation(run) -> dict | None:
     return {"fraction": run.progress_fraction, "message": run.progress_message, "updatedAt": instant(run.progress_at)}
 
 
-def run_representation(run) -> dict:
+def run_pending_reason(run, unavailable: frozenset[str] | None = None) -> str | None:
+    """Why a waiting run is not claimed: its own reason, or that its job type has no
+    declaration any more (`unavailable`: schedules.selectors.unavailable_job_types, read here
+    when not given), which keeps it waiting whatever else it waits for."""
+    from runs.models import JOB_TYPE_UNAVAILABLE, RunState
+    from schedules.selectors import unavailable_job_types
+
+    if run.state in (RunState.PENDING, RunState.QUEUED):
+        if run.job_type in (unavailable if unavailable is not None else unavailable_job_types()):
+            return JOB_TYPE_UNAVAILABLE
+    return run.pending_reason or None
+
+
+def run_representation(run, unavailable: frozenset[str] | None = None) -> dict:
     attempts = sorted(run.attempts.all(), key=lambda attempt: attempt.number)
     effects = sorted(run.effect_intents.all(), key=lambda intent: intent.action)
     return {
@@ -161,7 +175,7 @@ def run_representation(run) -> dict:
         "backfilled": run.backfilled,
         "jobType": run.job_type,
         "state": run.state,
-        "pendingReason": run.pending_reason or None,
+        "pendingReason": run_pending_reason(run, unavailable),
         "attempt": run.attempt_count,
         "maxAttempts": run.max_attempts,
         "scheduledAt": instant(run.scheduled_at),

@@ -54,7 +54,8 @@ def error_responses(*statuses: int) -> dict:
         403: "forbidden (wrong kind of token) or job_type_forbidden",
         404: "not_found",
         405: "method_not_allowed",
-        409: "idempotency_conflict, revision_conflict, invalid_state, stale_fence or deadline_infeasible",
+        409: "idempotency_conflict, revision_conflict, invalid_state, stale_fence, deadline_infeasible or "
+             "job_type_unavailable",
         429: "rate_limited (Retry-After says when to retry) or quota_exceeded",
     }
     if 401 in statuses and 429 not in statuses:
@@ -89,6 +90,9 @@ class RevisedFieldsSerializer(serializers.Serializer):
 class ScheduleSerializer(RevisedFieldsSerializer):
     scheduleId = serializers.CharField()
     jobType = serializers.CharField()
+    jobTypeAvailable = serializers.BooleanField(
+        help_text="false: the job type has no declaration any more; the schedule's runs wait (pendingReason "
+                  "job_type_unavailable) and run once and backfill are 409 job_type_unavailable")
     revision = serializers.IntegerField()
     paused = serializers.BooleanField()
     nextRunAt = serializers.DateTimeField(allow_null=True)
@@ -141,8 +145,10 @@ class RuntimeStatisticsSerializer(serializers.Serializer):
     windowSeconds = serializers.IntegerField()
     samples = serializers.IntegerField(help_text="Accepted attempts in the window (at most 1000, the latest)")
     durationSeconds = PercentilesSerializer(help_text="Claim to accepted completion; null without samples")
-    queueDelaySeconds = PercentilesSerializer(help_text="Due to claim of the accepted attempt")
-    expectedDurationSeconds = serializers.FloatField(help_text="What the forecast uses: the mean, or the default")
+    queueDelaySeconds = PercentilesSerializer(
+        help_text="Due to claim of the accepted attempt (requested work: from its creation if later)")
+    expectedDurationSeconds = serializers.FloatField(
+        help_text="What the forecast uses: the mean over every tenant's runs, or the default")
 
 
 class ScheduleStatisticsSerializer(RuntimeStatisticsSerializer):
@@ -213,7 +219,9 @@ class RunSerializer(serializers.Serializer):
     backfilled = serializers.BooleanField(help_text="An occurrence created by a backfill request (trigger schedule)")
     jobType = serializers.CharField()
     state = serializers.ChoiceField(choices=RUN_STATES)
-    pendingReason = serializers.CharField(allow_null=True)
+    pendingReason = serializers.CharField(
+        allow_null=True, help_text="Why a waiting run is not claimed yet: not_due, overlap, retry, backfill, or "
+                                   "job_type_unavailable (its job type has no declaration any more)")
     attempt = serializers.IntegerField()
     maxAttempts = serializers.IntegerField()
     scheduledAt = serializers.DateTimeField()

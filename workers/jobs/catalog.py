@@ -121,3 +121,14 @@ def _apply(changes: list[CatalogChange], using: str) -> None:
     for change in changes:
         if change.kind != "added":
             job_types.filter(name=change.name).update(**{column: new for column, (_, new) in change.fields.items()})
+
+
+def schedules_without_job_type(*, limit: int = 20, using: str = "default") -> tuple[int, list[str]]:
+    """Live schedules whose job type has no declaration any more: how many, and up to `limit`
+    of them described (tenant, id, name, job type) for a start-up warning."""
+    from schedules.models import Schedule
+
+    orphans = Schedule.objects.using(using).filter(deleted_at__isnull=True, job_type__enabled=False)
+    shown = orphans.order_by("job_type_id", "id").values_list("tenant_id", "id", "name", "job_type_id")[:limit]
+    return orphans.count(), [f"{tenant} {sid} {name!r}: job type {job_type}" for tenant, sid, name, job_type in shown]
+

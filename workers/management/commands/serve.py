@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from scheduler_project.startup import embedded_secret_key_ensure, require_secret_key
+from workers.jobs.catalog import schedules_without_job_type
 
 RESTART_BACKOFF_MAX = 30.0
 # Children get this long to exit after SIGTERM; whatever is left of their process groups is
@@ -124,6 +125,7 @@ class Command(BaseCommand):
             embedded_secret_key_ensure(settings.EMBEDDED_SECRET_KEY_FILE)  # the children read it
         else:
             require_secret_key()
+        self._warn_schedules_without_job_type()
         metrics_dir = settings.VAR_DIR / "metrics"
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
@@ -143,6 +145,22 @@ class Command(BaseCommand):
         if killed:
             self.stdout.write(f"killed what was left of {', '.join(killed)} after {STOP_GRACE_SECONDS:.0f}s")
         self.stdout.write("stopped every process this command started")
+
+    def _warn_schedules_without_job_type(self) -> None:
+        """Say at start, not only in a metric, which schedules lost their job type (a start
+        without the SCHEDULER_JOB_MODULES of an earlier one): their runs wait until it is back."""
+        count, described = schedules_without_job_type()
+        if not count:
+            return
+        self.stderr.write(
+            f"WARNING: {count} schedule(s) have a job type that is no longer declared; their runs wait "
+            f"(pendingReason job_type_unavailable) until it is. Declare it again (SCHEDULER_JOB_MODULES="
+            f"{os.environ.get('SCHEDULER_JOB_MODULES', '')!r} now) or delete the schedules:"
+        )
+        for line in described:
+            self.stderr.write(f"  {line}")
+        if count > len(described):
+            self.stderr.write(f"  ... and {count - len(described)} more")
 
     def _supervise(self, children: Children, stop_requested: list) -> None:
         """Restart children that exit, with a growing backoff, until a stop is requested."""
