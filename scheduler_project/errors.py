@@ -21,6 +21,10 @@ class InvalidRequest(DomainError):
         super().__init__(message, details=details)
 
 
+class ResultTooLarge(InvalidRequest):
+    """A result past RESULT_MAX_BYTES (runs.authority.staging.check_result_size)."""
+
+
 class InvalidCron(InvalidRequest):
     status, code = 400, "invalid_cron"
 

@@ -199,6 +199,9 @@ S3_ENDPOINT_URL = os.environ.get("S3_ENDPOINT_URL") or None
 S3_PUBLIC_ENDPOINT_URL = os.environ.get("S3_PUBLIC_ENDPOINT_URL") or None
 S3_REGION = os.environ.get("S3_REGION", "us-east-1")
 RESULT_URL_TTL_SECONDS = env_int("RESULT_URL_TTL_SECONDS", 300)
+# The largest result a job may produce, whichever way it reaches the store (a worker's HTTP
+# upload, a job's bytes, file or streamed output): larger is refused, the run fails.
+RESULT_MAX_BYTES = env_int("RESULT_MAX_BYTES", 64 * 1024 * 1024)
 
 # --- Email effects ----------------------------------------------------------------------
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")

@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from objectstore import download_filename
-from runs.authority import claim, complete, heartbeat, stage_result
+from runs.authority import check_result_size, claim, complete, heartbeat, stage_result
 from runs import metrics
 from scheduler_project.errors import Forbidden, InvalidRequest
 from scheduler_project.http import api_docs, schemas
@@ -22,7 +22,6 @@ from scheduler_project.http.validation import MAX_BIGINT, lookup_id, validate_bo
 from scheduler_project.http.views import WorkerAPIView, query_integer
 
 TAGS = ["worker"]
-DEFAULT_RESULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_CONTENT_TYPE_LENGTH = 200
 
 
@@ -196,15 +195,13 @@ class ResultUploadView(WorkerAPIView):
 
 
 def _read_raw_body(request) -> bytes:
-    """The raw upload, bounded by RESULT_MAX_BYTES rather than the small JSON body limit."""
-    limit = getattr(settings, "RESULT_MAX_BYTES", DEFAULT_RESULT_MAX_BYTES)
+    """The raw upload, bounded by RESULT_MAX_BYTES rather than the small JSON body limit: a
+    declared length past it is refused before anything is read."""
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         raise InvalidRequest("bad Content-Length", field="Content-Length") from None
-    if declared > limit:
-        raise InvalidRequest("result too large", details={"maxBytes": limit})
-    data = request._request.read(limit + 1)
-    if len(data) > limit:
-        raise InvalidRequest("result too large", details={"maxBytes": limit})
+    check_result_size(declared)
+    data = request._request.read(settings.RESULT_MAX_BYTES + 1)
+    check_result_size(len(data))
     return data

@@ -17,36 +17,37 @@ from runs.authority.operations import promote_due_runs, run_cancel, run_once
 from runs.authority.ownership import heartbeat, heartbeat_many
 from runs.authority.progress import record_progress
 from runs.authority.resume import schedule_resume
-from runs.authority.staging import Upload, result_key, stage_result, stage_results
+from runs.authority.staging import Upload, check_result_size, result_key, stage_result, stage_results
 from runs.authority.sweep import sweep_expired_leases
 from runs.authority.unknown_job_types import pass_over
 
 __all__ = [
     "Armed",
-    "arm",
-    "fire_armed",
     "Backfilled",
-    "release_backfill",
-    "schedule_backfill",
     "Completed",
     "MaterializeStats",
     "ScanCycle",
     "Success",
     "Upload",
+    "arm",
+    "check_result_size",
     "claim",
     "claim_many",
     "claimable_exists",
     "complete",
     "complete_succeeded",
+    "fire_armed",
     "heartbeat",
     "heartbeat_many",
     "materialize_due",
     "pass_over",
     "promote_due_runs",
     "record_progress",
+    "release_backfill",
     "result_key",
     "run_cancel",
     "run_once",
+    "schedule_backfill",
     "schedule_resume",
     "stage_result",
     "stage_results",

@@ -12,6 +12,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import transaction
 
 from objectstore import ObjectExists, StoredVersion, download_filename, get_object_store
@@ -21,7 +22,7 @@ from runs.authority.ownership import current_attempt
 from runs.authority.sql import record_uploads, register_uploads
 from runs.models import ObjectState, Run, StoredObject
 from scheduler_project.clock import authority_now
-from scheduler_project.errors import DomainError, InvalidState, NotFound
+from scheduler_project.errors import DomainError, InvalidState, NotFound, ResultTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,15 @@ class Upload:
         return self.worker_token.id if self.worker_token is not None else None
 
 
+def check_result_size(size: int) -> None:
+    """One cap on every result, whichever way it arrives (a worker's HTTP upload, a job's
+    bytes or file, a streamed output as it is written): ResultTooLarge past RESULT_MAX_BYTES."""
+    limit = settings.RESULT_MAX_BYTES
+    if size > limit:
+        raise ResultTooLarge(f"result too large: more than RESULT_MAX_BYTES ({limit} bytes)",
+                             details={"maxBytes": limit})
+
+
 def stage_result(
     *, run_id: str, attempt_id: str, fence: int, data: bytes | FileSource, content_type: str, filename: str = "",
     worker_token=None,
@@ -72,15 +82,17 @@ def stage_results(uploads: list[Upload]) -> list[StoredObject | Exception]:
     Per upload, in order: its staged object, or the exception that refused it (NotFound,
     Forbidden, StaleFence, InvalidState, or the store's error). A database error raises.
     """
-    registered = register_uploads(uploads)
-    answers: list[StoredObject | Exception] = []
+    answers: list[StoredObject | Exception | None] = [_too_large(upload) for upload in uploads]
+    registered = register_uploads([upload for upload, refused in zip(uploads, answers) if refused is None])
     to_write: list[int] = []
     for i, upload in enumerate(uploads):
+        if answers[i] is not None:
+            continue
         try:
             obj = _staged_row(upload, registered.get(upload.key))
-            answers.append(_same_upload(obj, upload.data) if obj.version_id else obj)
+            answers[i] = _same_upload(obj, upload.data) if obj.version_id else obj
         except DomainError as exc:
-            answers.append(exc)
+            answers[i] = exc
             continue
         if not obj.version_id:
             to_write.append(i)
@@ -92,6 +104,14 @@ def stage_results(uploads: list[Upload]) -> list[StoredObject | Exception]:
             written.append((i, uploads[i], version))
     _record(answers, written)
     return answers
+
+
+def _too_large(upload: Upload) -> ResultTooLarge | None:
+    try:
+        check_result_size(upload.data.size if isinstance(upload.data, FileSource) else len(upload.data))
+    except ResultTooLarge as exc:
+        return exc
+    return None
 
 
 def _staged_row(upload: Upload, registered: tuple | None) -> StoredObject:

@@ -265,3 +265,57 @@ def test_output__a_job_without_one_clear_output_fails(declare, tenant, function,
 
     assert outcome.outcome == "failed" and error in outcome.error
     assert Run.objects.get(id=run.id).state == RunState.FAILED
+
+
+# ---------------------------------------------------------------- one cap on a result
+
+def streamed_past_the_cap(ctx):
+    with ctx.output("text/csv") as out:
+        ctx.spool = out.path
+        for _ in range(100):
+            out.write(b"x" * 1000)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("file_objects")
+@pytest.mark.parametrize("function", [
+    lambda ctx: b"x" * 5001,
+    lambda ctx: JobOutput(b"x" * 5001, "text/csv", "big.csv"),
+    streamed_past_the_cap,
+], ids=["bytes", "job output", "streamed"])
+def test_output__past_result_max_bytes_fails_the_run_for_good_and_stores_nothing(declare, tenant, settings, function):
+    settings.RESULT_MAX_BYTES = 5000
+    declare("test.big", function, max_attempts=3)
+    run = started(tenant, "test.big")
+
+    outcome = execute_claimed(run)
+
+    assert outcome.outcome == "failed" and "result too large: more than RESULT_MAX_BYTES (5000 bytes)" in outcome.error
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED and run.attempt_count == 1  # retrying cannot make it smaller
+    assert not StoredObject.objects.filter(run=run).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("file_objects")
+def test_output__a_returned_file_past_the_cap_fails__a_stream_is_never_spooled_past_it(declare, tenant, settings,
+                                                                                         tmp_path):
+    settings.RESULT_MAX_BYTES = 5000
+    report = tmp_path / "report.csv"
+    report.write_bytes(b"x" * 5001)
+    declare("test.file", lambda ctx: report)
+    assert "result too large" in execute_claimed(started(tenant, "test.file")).error
+    spooled = []
+
+    def stream(ctx):
+        with ctx.output() as out:
+            try:
+                out.write(b"x" * 4000)
+                out.write(b"x" * 1001)
+            finally:
+                out.close()
+                spooled.append(os.path.getsize(out.path))
+
+    declare("test.stream", stream)
+    assert "result too large" in execute_claimed(started(tenant, "test.stream")).error
+    assert spooled == [4000]

@@ -3,7 +3,8 @@
 A file and a streamed output are uploaded in chunks (objectstore.sources), so a 2 GB export
 never sits in the worker's memory. A streamed output goes to a local spool file (under
 ``tempfile.gettempdir()``, i.e. ``TMPDIR``) whose SHA-256 is computed while it is written;
-the runtime deletes the spool once the attempt is over.
+the runtime deletes the spool once the attempt is over. Every form is held to one cap,
+RESULT_MAX_BYTES (runs.authority.staging.check_result_size): past it the job fails.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 
 from objectstore.sources import FileSource
+from runs.authority.staging import check_result_size
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 
@@ -59,7 +61,11 @@ class OutputWriter:
         self.size = 0
 
     def write(self, chunk: bytes | bytearray | memoryview | str) -> int:
-        self._block += chunk.encode() if isinstance(chunk, str) else chunk
+        """Write `chunk`; ResultTooLarge (the job fails) before the output would pass
+        RESULT_MAX_BYTES, so the spool never holds more."""
+        data = chunk.encode() if isinstance(chunk, str) else chunk
+        check_result_size(self.size + len(self._block) + len(data))
+        self._block += data
         if len(self._block) >= self.BLOCK_BYTES:
             self._flush_block()
         return len(chunk)
@@ -95,6 +101,7 @@ def resolve_output(returned, streamed: JobOutput | None) -> JobOutput:
             raise TypeError("the job wrote an output through ctx.output() and returned another one")
         return streamed
     if isinstance(returned, (bytes, bytearray, memoryview)):
+        check_result_size(len(returned))
         return JobOutput(bytes(returned))
     if isinstance(returned, os.PathLike):
         returned = JobOutput.file(returned)
@@ -105,7 +112,8 @@ def resolve_output(returned, streamed: JobOutput | None) -> JobOutput:
         )
     if (returned.data is None) == (returned.path is None):
         raise TypeError("a JobOutput holds either data or a path")
-    if returned.path is not None and returned.checksum is None:
+    if returned.path is not None and (returned.checksum is None or returned.size is None):
         source = FileSource.of(returned.path)  # a missing file fails the job, not the upload
         returned = dataclasses.replace(returned, checksum=source.checksum, size=source.size)
+    check_result_size(len(returned.data) if returned.data is not None else returned.size)
     return returned
