@@ -318,6 +318,10 @@ class ObjectState(models.TextChoices):
     DELETED = "deleted"
 
 
+# A recorded upload (its size known) not yet counted in its tenant's TenantStorage.
+UNCOUNTED = Q(counted=False, size__isnull=False, state__in=["staged", "referenced"])
+
+
 class StoredObject(models.Model):
     """Object registry: links each upload to its attempt and fence before the upload begins."""
 
@@ -338,6 +342,9 @@ class StoredObject(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
     # Download pin: cleanup may not delete this version before a handed-out URL expires.
     pinned_until = models.DateTimeField(null=True, blank=True)
+    # Its size is in its tenant's TenantStorage (counted by cleanup after the upload is
+    # recorded, taken off when it is deleted).
+    counted = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [
@@ -345,7 +352,22 @@ class StoredObject(models.Model):
                 fields=["run"], condition=Q(state="referenced"), name="object_one_canonical_per_run"
             )
         ]
-        indexes = [models.Index(fields=["state", "created_at"], name="object_state_idx")]
+        indexes = [
+            models.Index(fields=["state", "created_at"], name="object_state_idx"),
+            # Recorded uploads whose bytes are not in their tenant's storage yet: few at any time.
+            models.Index(fields=["id"], name="object_uncounted_idx", condition=UNCOUNTED),
+        ]
+
+
+class TenantStorage(models.Model):
+    """The bytes a tenant's stored objects hold (staged or referenced), against its
+    max_stored_bytes. Kept off the upload's path: cleanup counts recorded uploads in
+    (runs.retention.count_stored_bytes) and takes deleted ones off, so the figure lags the
+    store by at most one cleanup pass."""
+
+    tenant = models.OneToOneField("schedules.Tenant", primary_key=True, on_delete=models.CASCADE,
+                                  related_name="storage")
+    stored_bytes = models.BigIntegerField(default=0)
 
 
 class WorkerSlots(models.Model):

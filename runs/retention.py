@@ -9,12 +9,13 @@ Run history goes only after its objects: effects, outbox, registry, attempts, th
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 
 from effects.models import EffectDelivery, EffectIntent
 from runs.authority.objects import object_delete_marked, object_mark_deleting
@@ -22,6 +23,7 @@ from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.models import (
     TERMINAL_STATES,
+    UNCOUNTED,
     Attempt,
     AttemptState,
     ObjectState,
@@ -29,16 +31,19 @@ from runs.models import (
     Run,
     RunState,
     StoredObject,
+    TenantStorage,
 )
 from schedules.models import RequestKey, Schedule
 
 log = logging.getLogger(__name__)
 
 MAX_BATCHES_PER_PASS = 20
+COUNT_BATCHES = 25  # counting an object is one row's update: many per statement
 
 
 @dataclass
 class CleanupStats(Counts):
+    objects_counted: int = 0
     objects_deleting: int = 0
     objects_deleted: int = 0
     objects_failed: int = 0
@@ -53,7 +58,7 @@ def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHE
     ``advance(n)``, if given, is told the rows each batch removed (a progress bar)."""
     batch_size = batch_size or settings.CLEANUP_BATCH_SIZE
     total = CleanupStats()
-    for step in (collect_objects, expire_run_history, expire_request_keys):
+    for step in (count_stored_bytes, collect_objects, expire_run_history, expire_request_keys):
         for _ in range(max_batches):
             stats = step(batch_size=batch_size)
             total.add(stats)
@@ -66,7 +71,35 @@ def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHE
 
 def _worked(stats: CleanupStats, batch_size: int) -> bool:
     touched = stats.objects_deleting + stats.objects_deleted + stats.objects_failed
-    return max(touched, stats.runs_deleted, stats.request_keys_deleted) >= batch_size
+    return max(touched, stats.objects_counted // COUNT_BATCHES, stats.runs_deleted,
+               stats.request_keys_deleted) >= batch_size
+
+
+# --- Storage per tenant -----------------------------------------------------------------------
+
+
+def count_stored_bytes(*, batch_size: int | None = None) -> CleanupStats:
+    """Add recorded uploads not counted yet (models.UNCOUNTED) to their tenants' storage,
+    COUNT_BATCHES x ``batch_size`` objects per call: one transaction locks the objects
+    (skipping those another transaction holds, such as a cleanup about to delete one), marks
+    them counted and adds their bytes, so each object is counted exactly once and taken off
+    again only if it was (runs.authority.objects.object_delete_marked)."""
+    limit = (batch_size or settings.CLEANUP_BATCH_SIZE) * COUNT_BATCHES
+    with transaction.atomic(durable=True):
+        rows = list(
+            StoredObject.objects.filter(UNCOUNTED).order_by("id").select_for_update(skip_locked=True, of=("self",))
+            .values_list("id", "run__tenant_id", "size")[:limit]
+        )
+        if not rows:
+            return CleanupStats()
+        StoredObject.objects.filter(id__in=[object_id for object_id, _, _ in rows]).update(counted=True)
+        added: dict[str, int] = defaultdict(int)
+        for _, tenant_id, size in rows:
+            added[tenant_id] += size
+        TenantStorage.objects.bulk_create([TenantStorage(tenant_id=t) for t in added], ignore_conflicts=True)
+        for tenant_id, size in sorted(added.items()):  # tenant order: two passes never wait on each other
+            TenantStorage.objects.filter(tenant_id=tenant_id).update(stored_bytes=F("stored_bytes") + size)
+    return CleanupStats(objects_counted=len(rows))
 
 
 # --- Objects -----------------------------------------------------------------------------------

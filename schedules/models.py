@@ -75,6 +75,9 @@ class JobType(models.Model):
         return self.name
 
 
+DEFAULT_MAX_STORED_BYTES = 10 * 1024**3  # 10 GiB
+
+
 class Tenant(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_tenant_id, editable=False)
     name = models.CharField(max_length=200, unique=True)
@@ -84,6 +87,10 @@ class Tenant(models.Model):
     max_emails_per_day = models.PositiveIntegerField(default=1000)
     # Manual runs (run once) not yet claimed: pending or queued.
     max_pending_manual_runs = models.PositiveIntegerField(default=1000)
+    # Bytes its results may hold in the object store (runs.TenantStorage): past it, uploads
+    # are refused until retention frees room.
+    max_stored_bytes = models.PositiveBigIntegerField(default=DEFAULT_MAX_STORED_BYTES,
+                                                      db_default=DEFAULT_MAX_STORED_BYTES)
     weight = models.PositiveIntegerField(default=1)
     allowed_job_types = models.ManyToManyField(JobType, blank=True, related_name="tenants")
     # Celery task names the tenant may run through the `celery.task` job type (exact names).

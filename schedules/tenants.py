@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import transaction
 
 from schedules.celery_tasks import celery_tasks_normalized
-from schedules.models import ApiToken, JobType, Tenant, TokenKind
+from schedules.models import DEFAULT_MAX_STORED_BYTES, ApiToken, JobType, Tenant, TokenKind
 from scheduler_project.errors import InvalidRequest
 
 
@@ -23,6 +23,7 @@ def tenant_create(
     max_active_runs: int = 100,
     max_emails_per_day: int = 1000,
     max_pending_manual_runs: int = 1000,
+    max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
     weight: int = 1,
     celery_tasks: list[str] | None = None,
 ) -> tuple[Tenant, str]:
@@ -35,7 +36,8 @@ def tenant_create(
     if weight < 1:
         raise InvalidRequest("weight must be at least 1", field="weight")
     quotas = {"max_schedules": max_schedules, "max_active_runs": max_active_runs,
-              "max_emails_per_day": max_emails_per_day, "max_pending_manual_runs": max_pending_manual_runs}
+              "max_emails_per_day": max_emails_per_day, "max_pending_manual_runs": max_pending_manual_runs,
+              "max_stored_bytes": max_stored_bytes}
     if min(quotas.values()) < 0:
         raise InvalidRequest("quotas must not be negative")
     if Tenant.objects.filter(name=name).exists():

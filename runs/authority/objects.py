@@ -3,7 +3,8 @@
 Cleanup (design section 06) locks the run, then the registry row (the order publication uses
 after the schedule), and marks the row `deleting` only when no retained reference exists, no
 download pin is live, and the uploading attempt can no longer publish. It commits that, then
-deletes from the store outside any transaction, then marks the row `deleted`. Publication
+deletes from the store outside any transaction, then marks the row `deleted` (taking its bytes
+off its tenant's storage when cleanup had counted them in). Publication
 rejects rows that are not `staged`, so either publication wins the row lock and the object is
 kept, or cleanup wins and publication fails: never a canonical pointer to a deleted object.
 """
@@ -15,13 +16,14 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 
 from effects.models import EffectIntent, EffectState
 from objectstore import get_object_store
 from runs.authority.ownership import require_current
 from runs.authority.sql import transition
 from scheduler_project.clock import authority_now
-from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject
+from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject, TenantStorage
 from scheduler_project.errors import StaleFence
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,10 @@ def object_delete_marked(obj: StoredObject) -> bool:
             return False
     # No version_id: the upload never reported back; there is no version to delete.
     with transaction.atomic(durable=True):
-        StoredObject.objects.filter(id=obj.id, state=ObjectState.DELETING).update(
-            state=ObjectState.DELETED, deleted_at=authority_now()
-        )
+        row = StoredObject.objects.select_for_update().filter(id=obj.id, state=ObjectState.DELETING).first()
+        if row is not None:
+            transition(row, {"state": ObjectState.DELETING}, state=ObjectState.DELETED, deleted_at=authority_now())
+            if row.counted:  # its bytes leave its tenant's storage with it
+                tenant_id = Run.objects.filter(id=row.run_id).values_list("tenant_id", flat=True).get()
+                TenantStorage.objects.filter(tenant_id=tenant_id).update(stored_bytes=F("stored_bytes") - row.size)
     return True

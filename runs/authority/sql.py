@@ -13,8 +13,8 @@ from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
 
 from runs.authority.claim_sql import among, clock_sql, pg_array, row_locks
-from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject
-from schedules.models import Schedule
+from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject, TenantStorage
+from schedules.models import Schedule, Tenant
 
 
 class TransitionConflict(RuntimeError):
@@ -140,11 +140,13 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
 
 def register_uploads(items) -> dict[str, tuple]:
     """Register uploads before they begin, in one statement: lock each item's run (in id
-    order), check that its attempt owns it at database time, insert the staged registry
-    row. ``items`` have ``key, run_id, attempt_id, fence, content_type, worker_token_id``.
-    Returns ``{key: (id, created_at)}`` for the rows inserted; a key missing from the answer
-    (no such run or attempt, ownership lost, key registered already, or ``worker_token_id``
-    not the credential that claimed) takes the caller's general path, which tells these apart."""
+    order), check that its attempt owns it at database time and that its tenant's results
+    hold less than its max_stored_bytes, insert the staged registry row. ``items`` have
+    ``key, run_id, attempt_id, fence, content_type, worker_token_id``. Returns ``{key: (id,
+    created_at)}`` for the rows inserted; a key missing from the answer (no such run or
+    attempt, ownership lost, key registered already, ``worker_token_id`` not the credential
+    that claimed, or the tenant's storage full) takes the caller's general path, which tells
+    these apart."""
     if not items:
         return {}
     columns = [("key", "varchar"), ("run_id", "varchar"), ("attempt_id", "varchar"), ("fence", "bigint"),
@@ -158,9 +160,12 @@ def register_uploads(items) -> dict[str, tuple]:
         f" SELECT u.key, r.id, a.id, a.fence, 'staged', u.content_type, {clock_sql()}"
         f" FROM u JOIN {Run._meta.db_table} AS r ON r.id = u.run_id"
         f" JOIN {Attempt._meta.db_table} AS a ON a.run_id = r.id AND a.id = u.attempt_id"
+        f" JOIN {Tenant._meta.db_table} AS t ON t.id = r.tenant_id"
+        f" LEFT JOIN {TenantStorage._meta.db_table} AS s ON s.tenant_id = r.tenant_id"
         f" WHERE {runs} AND {attempts} AND r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = u.fence"
         f"   AND a.fence = u.fence AND a.state = 'running' AND r.lease_expires_at > {clock_sql()}"
         f"   AND (u.worker_token_id IS NULL OR a.worker_token_id = u.worker_token_id)"
+        f"   AND COALESCE(s.stored_bytes, 0) < t.max_stored_bytes"
         f" ORDER BY r.id{row_locks(skip_locked=False, of='r')}"
         f" ON CONFLICT (key) DO NOTHING RETURNING key, id, created_at"
     )

@@ -21,8 +21,9 @@ from runs import metrics
 from runs.authority.ownership import current_attempt
 from runs.authority.sql import record_uploads, register_uploads
 from runs.models import ObjectState, Run, StoredObject
+from schedules.models import Tenant
 from scheduler_project.clock import authority_now
-from scheduler_project.errors import DomainError, InvalidState, NotFound, ResultTooLarge
+from scheduler_project.errors import DomainError, InvalidState, NotFound, QuotaExceeded, ResultTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,19 @@ def stage_results(uploads: list[Upload]) -> list[StoredObject | Exception]:
     return answers
 
 
+def check_storage_quota(tenant_id: str) -> None:
+    """QuotaExceeded when the tenant's results already hold its max_stored_bytes (as cleanup
+    last counted them: runs.models.TenantStorage)."""
+    limit, stored = Tenant.objects.filter(id=tenant_id).values_list("max_stored_bytes", "storage__stored_bytes").get()
+    stored = stored or 0
+    if stored >= limit:
+        raise QuotaExceeded(
+            f"the tenant's results hold {stored} bytes, its quota is {limit}: no new result is stored until "
+            f"retention frees room (or the quota is raised)",
+            details={"quota": "maxStoredBytes", "limit": limit, "storedBytes": stored},
+        )
+
+
 def _too_large(upload: Upload) -> ResultTooLarge | None:
     try:
         check_result_size(upload.data.size if isinstance(upload.data, FileSource) else len(upload.data))
@@ -131,6 +145,7 @@ def _staged_row(upload: Upload, registered: tuple | None) -> StoredObject:
                         operation="stage")
         existing = StoredObject.objects.filter(key=upload.key).first()
         if existing is None:
+            check_storage_quota(run.tenant_id)
             existing = StoredObject.objects.create(
                 key=upload.key, run=run, attempt_id=upload.attempt_id, fence=upload.fence, created_at=now,
                 content_type=upload.content_type,

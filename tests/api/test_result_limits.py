@@ -30,3 +30,23 @@ def test_upload__a_declared_length_past_the_cap_is_refused_before_the_body_is_re
     claimed = claim(worker_client)
     error = assert_error(upload(worker_client, claimed, b"x", CONTENT_LENGTH="1000000000"), 400, "invalid_request")
     assert error["details"] == {"maxBytes": 10}
+
+
+def test_upload__past_the_tenant_s_stored_bytes_quota_is_429(worker_client, tenant, client):
+    from runs.retention import count_stored_bytes
+    from tests.api.conftest import create_schedule, run_once
+
+    tenant.max_stored_bytes = 10
+    tenant.save()
+    schedule = create_schedule(client, overlapPolicy="allow")["scheduleId"]
+    run_once(client, schedule)
+    run_once(client, schedule)
+    first, second = claim(worker_client), claim(worker_client)
+    assert upload(worker_client, first, b"x" * 10).status_code == 201
+    assert upload(worker_client, second, b"y").status_code == 201  # not counted yet: cleanup counts
+    count_stored_bytes()
+    run_once(client, schedule)
+    third = claim(worker_client)
+    error = assert_error(upload(worker_client, third, b"z"), 429, "quota_exceeded")
+    assert error["details"] == {"quota": "maxStoredBytes", "limit": 10, "storedBytes": 11}
+    assert not StoredObject.objects.filter(run_id=third["runId"]).exists()

@@ -293,6 +293,13 @@ def declared_jobs() -> dict[str, JobDeclaration]:
     return dict(sorted(JOBS.items()))
 
 
+def builtin_job_types() -> list[str]:
+    """The job types the scheduler itself declares (workers/jobs): what `create_tenant` grants
+    when it names none. Examples (the examples app) and a team's own modules
+    (SCHEDULER_JOB_MODULES) are granted by name."""
+    return sorted(name for name, declared in JOBS.items() if declared.function.__module__.startswith(__package__ + "."))
+
+
 def get_job(name: str) -> JobFunction:
     try:
         return JOBS[name].function
