@@ -98,7 +98,7 @@ def test_streamed_output__200_mb_reach_s3_while_the_process_running_the_job_stay
         "name": "orders", "jobType": "examples.orders_csv", "params": {"rows": ROWS},
         "recurrence": {"kind": "cron", "cron": "0 6 * * *", "timezone": "Europe/Berlin"}})
 
-    report = run_in_celery_worker(system, "long", run)
+    report = run_in_celery_worker(system, "long", run, RESULT_MAX_BYTES=str(256 * 2**20))  # past the 64 MiB default
 
     run.refresh_from_db()
     assert run.state == RunState.SUCCEEDED and run.result_size > 200 * 1024 * 1024
