@@ -78,7 +78,7 @@ def stage_results(uploads: list[Upload]) -> list[StoredObject | Exception]:
     for i, upload in enumerate(uploads):
         try:
             obj = _staged_row(upload, registered.get(upload.key))
-            answers.append(_same_upload(obj, upload.data) if obj.version_id else obj)
+            answers.append(_same_upload(obj, upload) if obj.version_id else obj)
         except DomainError as exc:
             answers.append(exc)
             continue
@@ -158,8 +158,8 @@ def _settled(store, upload: Upload, result: StoredVersion | Exception) -> Stored
     never got recorded (the database failed in between), the same bytes adopt that version."""
     if isinstance(result, ObjectExists):
         written = store.current(upload.key)
-        if written.checksum != checksum_of(upload.data):
-            raise InvalidState("this attempt already uploaded a different result")
+        if written.checksum != checksum_of(upload.data) or written.content_type != upload.content_type:
+            raise InvalidState("this attempt already uploaded a different result; objects are immutable")
         return written
     if isinstance(result, Exception):
         metrics.PUBLICATION_FAILURES.labels("upload").inc()
@@ -174,7 +174,7 @@ def _record(answers: list, written: list[tuple[int, Upload, StoredVersion]]) -> 
         obj = answers[i]
         obj.version_id, obj.checksum, obj.size = version.version_id, version.checksum, version.size
         obj.content_type = version.content_type
-        obj.filename = download_filename(upload.filename) if upload.filename else ""
+        obj.filename = _recorded_filename(upload)
     recorded = record_uploads([answers[i] for i, _, _ in written])
     for i, upload, version in written:
         if answers[i].id not in recorded:
@@ -190,7 +190,14 @@ def _unpublishable(upload: Upload, version: StoredVersion) -> InvalidState:
     return InvalidState("the staged object was claimed by cleanup; upload under a new attempt")
 
 
-def _same_upload(existing: StoredObject, data: bytes | FileSource) -> StoredObject:
-    if existing.checksum != checksum_of(data):
-        raise InvalidState("this attempt already uploaded a different result; objects are immutable")
+def _same_upload(existing: StoredObject, upload: Upload) -> StoredObject:
+    """The recorded object when `upload` repeats it exactly: the same bytes, type and name."""
+    if (existing.checksum != checksum_of(upload.data) or existing.content_type != upload.content_type
+            or existing.filename != _recorded_filename(upload)):
+        raise InvalidState("this attempt already uploaded a different result (bytes, type or file name); "
+                           "objects are immutable")
     return existing
+
+
+def _recorded_filename(upload: Upload) -> str:
+    return download_filename(upload.filename) if upload.filename else ""
