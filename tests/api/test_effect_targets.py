@@ -1,5 +1,6 @@
 """Effect targets a tenant may save: webhooks to public hosts only (unless allowlisted),
-email subjects that cannot add headers. Each refusal is 400 on the offending field."""
+email subjects and schedule names (the default subject) that cannot add headers or make a
+message unsendable. Each refusal is 400 on the offending field."""
 
 import pytest
 
@@ -73,6 +74,33 @@ def test_create__allowlisted_networks_and_names_open_internal_receivers(client, 
 def test_create__email_subject_with_cr_lf_or_nul_is_refused(client, subject):
     body = {**_schedule_body(), "effects": {"email": {"to": ["sales@example.com"], "subject": subject}}}
     assert_error(client.post(SCHEDULES, body), 400, "invalid_request", field="effects.email.subject")
+
+
+# Control, format (bidi override, zero-width), line and paragraph separator characters.
+NOT_ONE_LINE = ["Report\r\nBcc: victim@example.com", "Report\rX", "Report\nX", "Report\x07", "Report\tX",
+                "\u202eReport", "Re\u200bport", "Report\u2028X", "Report\u2029X", "Report\x1b[31m", "Report\x85",
+                "Report\ufeff"]
+
+
+@pytest.mark.parametrize("subject", NOT_ONE_LINE)
+def test_create__email_subject_with_a_control_or_format_character_is_refused(client, subject):
+    body = {**_schedule_body(), "effects": {"email": {"to": ["sales@example.com"], "subject": subject}}}
+    assert_error(client.post(SCHEDULES, body), 400, "invalid_request", field="effects.email.subject")
+
+
+@pytest.mark.parametrize("name", NOT_ONE_LINE)
+def test_create_and_patch__name_with_a_control_or_format_character_is_refused(client, schedule, name):
+    response = client.post(SCHEDULES, {**_schedule_body(), "name": name})
+    assert_error(response, 400, "invalid_request", field="name")
+    assert "U+" in response.json()["error"]["message"]
+    patched = client.patch(f"{SCHEDULES}/{schedule['scheduleId']}", {"expectedRevision": 1, "name": name})
+    assert_error(patched, 400, "invalid_request", field="name")
+    assert [s["name"] for s in client.get(SCHEDULES).json()["results"]] == [schedule["name"]]
+
+
+@pytest.mark.parametrize("name", ["Ventes – rapport", "売上レポート", "report 🚀", "a  b", "Zürich/Genève"])
+def test_create__names_in_any_script_are_accepted(client, name):
+    assert create_schedule(client, name=name)["name"] == name
 
 
 def _schedule_body():
