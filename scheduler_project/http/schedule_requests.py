@@ -111,6 +111,21 @@ class WebhookUrlField(StrictCharField):
         return value
 
 
+class EmailAddressField(OneLineField):
+    """A mailbox at a named domain. An address literal (`a@[127.0.0.1]`) or a numeric
+    domain (`a@127.0.0.1`) would have the mail relay connect to an address of the tenant's
+    choosing, past the mail exchangers a domain's owner publishes."""
+
+    default_error_messages = {"not_a_domain": "must be an address at a domain name, not an IP address"}
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        domain = value.rpartition("@")[2].rstrip(".")
+        if "[" in domain or "]" in domain or domain.rpartition(".")[2].isdigit():
+            self.fail("not_a_domain")
+        return value
+
+
 class RetrySerializer(StrictSerializer):
     maxAttempts = StrictIntegerField(required=False, min_value=1, max_value=MAX_ATTEMPTS)
     initialDelaySeconds = StrictFloatField(required=False, min_value=0, max_value=MAX_DELAY_SECONDS)
@@ -121,7 +136,7 @@ class RetrySerializer(StrictSerializer):
 
 class EmailEffectSerializer(StrictSerializer):
     to = serializers.ListField(
-        child=StrictCharField(max_length=MAX_ADDRESS_LENGTH, validators=[_EMAIL_ADDRESS]),
+        child=EmailAddressField(max_length=MAX_ADDRESS_LENGTH, validators=[_EMAIL_ADDRESS]),
         min_length=1,
         max_length=MAX_RECIPIENTS,
     )

@@ -35,6 +35,10 @@ INTERNAL_URLS = [
     "http://0x7f000001/",
     "http://example.com:99999/",  # port out of range
     "http://example.com:0/",
+    "http://\uff11\uff12\uff17.0.0.1/",  # fullwidth digits: the resolver reads 127.0.0.1
+    "http://127\u30020.0.1/",  # ideographic full stop: a dot to IDNA
+    "http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/",  # fullwidth localhost
+    "http://" + "\u00e9" * 70 + ".example/",  # a label IDNA refuses
 ]
 
 
@@ -74,6 +78,30 @@ def test_create__allowlisted_networks_and_names_open_internal_receivers(client, 
 def test_create__email_subject_with_cr_lf_or_nul_is_refused(client, subject):
     body = {**_schedule_body(), "effects": {"email": {"to": ["sales@example.com"], "subject": subject}}}
     assert_error(client.post(SCHEDULES, body), 400, "invalid_request", field="effects.email.subject")
+
+
+@pytest.mark.parametrize("address", ["a@[127.0.0.1]", "a@[IPv6:::1]", "a@[10.0.0.5]", "a@127.0.0.1", "a@127.0.0.1.",
+                                     "a@\uff11\uff12\uff17.0.0.1", "a\x07@example.com", "a@exam\u202eple.com"])
+def test_create__email_recipient_at_an_address_literal_or_with_a_control_character_is_refused(client, address):
+    body = {**_schedule_body(), "effects": {"email": {"to": ["sales@example.com", address]}}}
+    assert_error(client.post(SCHEDULES, body), 400, "invalid_request", field="effects.email.to.1")
+
+
+@pytest.mark.parametrize("address", ["sales@example.com", "ops+daily@mail.example.co.uk", "k\u00e4the@b\u00fccher.de",
+                                     "a@host1.example", "a@123.example.com"])
+def test_create__email_recipient_at_a_domain_name_is_accepted(client, address):
+    assert create_schedule(client, effects={"email": {"to": [address]}})["effects"]["email"]["to"] == [address]
+
+
+def test_save_and_delivery_judge_a_webhook_host_alike():
+    """One rule: a host refused at delivery (before any look-up leaves the literal) is
+    refused at save, whatever script its digits and dots are written in."""
+    from effects import egress
+
+    for url in INTERNAL_URLS:
+        assert egress.url_refusal(url), url
+        with pytest.raises(egress.EgressDenied):
+            egress.resolve_destination(url)
 
 
 # Control, format (bidi override, zero-width), line and paragraph separator characters.
