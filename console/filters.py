@@ -4,6 +4,7 @@ BadFilter (400), whatever bytes it holds."""
 from datetime import datetime, timezone
 
 from console.access import BadFilter
+from schedules.recurrence import parse_instant
 
 MAX_TEXT = 200
 PAGE_SIZE = 50
@@ -37,12 +38,12 @@ def keyset(params, name: str) -> tuple[datetime, str] | None:
         return None
     moment, sep, key = value.partition("~")
     try:
-        parsed = datetime.fromisoformat(moment.replace("Z", "+00:00")) if sep else None
+        parsed = parse_instant(moment) if sep else None
     except ValueError:
         parsed = None
-    if parsed is None or parsed.utcoffset() is None or not key or not key.replace("_", "").isalnum():
+    if parsed is None or not key or not key.replace("_", "").isalnum():
         raise BadFilter(f"{name} is not a page position")
-    return parsed.astimezone(timezone.utc), key
+    return parsed, key
 
 
 def keyset_value(moment: datetime, key: str) -> str:

@@ -44,9 +44,9 @@ def url_refusal(url: str) -> str | None:
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError:  # a port out of 0..65535, or a malformed bracketed address
+        host = _host(parts.hostname)
+    except ValueError:  # a port out of 0..65535, a malformed bracketed address, a host IDNA refuses
         return "the URL's port or host is malformed"
-    host = _host(parts.hostname)
     if not host:
         return "the URL has no host"
     if port == 0:
@@ -85,7 +85,13 @@ def resolve_destination(url: str) -> Destination:
 
 
 def _host(hostname: str | None) -> str:
-    return (hostname or "").rstrip(".").lower()
+    """The host as the resolver is asked for it: a name outside ASCII goes through IDNA, as
+    socket.getaddrinfo sends it, so `１２７.0.0.1` (fullwidth digits) or `127。0.0.1` is
+    judged as the 127.0.0.1 it resolves to. ValueError (UnicodeError) if IDNA refuses it."""
+    host = (hostname or "").rstrip(".").lower()
+    if not host.isascii():
+        host = host.encode("idna").decode("ascii").rstrip(".")
+    return host
 
 
 def _literal_address(host: str) -> Address | None:
@@ -132,5 +138,8 @@ def _parse_allowlist(entries: tuple[str, ...]) -> tuple[tuple, frozenset[str]]:
         try:
             networks.append(ipaddress.ip_network(entry, strict=False))
         except ValueError:
-            names.add(_host(entry))
+            try:
+                names.add(_host(entry))
+            except ValueError:  # not a name IDNA takes: it can never match a host
+                continue
     return tuple(networks), frozenset(names)

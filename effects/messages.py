@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mimetypes
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import timedelta
 from email import encoders
@@ -45,6 +46,22 @@ class PreparedDelivery:
     result_filename: str = ""  # the job's own file name; "" when it gave none
     trigger: str = "schedule"  # the run's: "schedule", or "manual" for a run once
     request: dict = field(default_factory=dict)
+
+
+# Control (CR, LF, NUL, BEL, tab), format (bidi overrides such as U+202E, zero-width
+# characters), line and paragraph separators, surrogates: none belongs in a mail header.
+_NOT_IN_HEADERS = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def header_unsafe(text: str) -> str | None:
+    """The first character of ``text`` that a mail header must not carry, or None."""
+    return next((ch for ch in text if unicodedata.category(ch) in _NOT_IN_HEADERS), None)
+
+
+def header_text(text: str) -> str:
+    """``text`` with every such character made a space: a name saved before they were
+    refused still gives a subject that can be sent."""
+    return "".join(" " if unicodedata.category(ch) in _NOT_IN_HEADERS else ch for ch in text)
 
 
 def message_id(action: str) -> str:
@@ -119,10 +136,10 @@ def _attachment(p: PreparedDelivery, data: bytes) -> MIMEBase:
 
 def _subject(p: PreparedDelivery) -> str:
     subject = p.target.get("subject")
-    if subject:
-        return subject
-    run = "manual run" if p.trigger == "manual" else "run"
-    return f"{p.schedule_name or 'Scheduled report'}: {run} for {instant(p.scheduled_at)}"
+    if not subject:
+        run = "manual run" if p.trigger == "manual" else "run"
+        subject = f"{p.schedule_name or 'Scheduled report'}: {run} for {instant(p.scheduled_at)}"
+    return header_text(subject)
 
 
 def _filename(p: PreparedDelivery) -> str:

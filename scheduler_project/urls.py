@@ -3,15 +3,19 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from runs.metrics import metrics_view
+from scheduler_project.http.errors import read_only
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
-    path("metrics", metrics_view, name="metrics"),
+    # Outside DRF: read_only answers a write method with the contract's 405, not a CSRF page.
+    path("metrics", read_only(metrics_view), name="metrics"),
     path("", include("workers.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema", template_name="api_docs/redoc.html"), name="redoc"),
+    # DRF views, but their renderers (YAML, HTML) cannot render an error body.
+    path("api/schema/", read_only(SpectacularAPIView.as_view()), name="schema"),
+    path("api/docs/", read_only(SpectacularSwaggerView.as_view(url_name="schema")), name="docs"),
+    path("api/redoc/", read_only(SpectacularRedocView.as_view(url_name="schema", template_name="api_docs/redoc.html")),
+         name="redoc"),
     path("api/v1/", include("scheduler_project.api_urls")),
 ]
 

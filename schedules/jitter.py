@@ -6,6 +6,8 @@ forecast or a preview agree, and a retry never moves it."""
 import hashlib
 from datetime import datetime, timedelta, timezone
 
+from schedules import recurrence
+
 MAX_JITTER_SECONDS = 3600  # the largest jitterSeconds a schedule may have
 
 
@@ -19,5 +21,7 @@ def jitter_offset(schedule_id: str, instant: datetime, jitter_seconds: int) -> i
 
 
 def jittered(schedule_id: str, instant: datetime, jitter_seconds: int) -> datetime:
-    """The occurrence's due instant: its nominal instant plus its offset."""
-    return instant + timedelta(seconds=jitter_offset(schedule_id, instant, jitter_seconds))
+    """The occurrence's due instant: its nominal instant plus its offset, but never past the
+    last instant every zone's wall clock can show (the preview, the forecast and the stored
+    run all stay renderable)."""
+    return min(instant + timedelta(seconds=jitter_offset(schedule_id, instant, jitter_seconds)), recurrence.LATEST)

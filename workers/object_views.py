@@ -1,4 +1,5 @@
-"""Serves filesystem-store downloads: the signed token in the URL is the only credential."""
+"""Serves filesystem-store downloads: the signed token in the URL is the only credential.
+Mounted through `read_only` (GET and HEAD; any other method is the contract's 405)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,12 @@ import time
 
 from django.core import signing
 from django.http import FileResponse, JsonResponse
-from django.views.decorators.http import require_safe
 
 from objectstore import ObjectMissing, get_object_store
 from objectstore.filesystem import FilesystemObjectStore, read_download_link
 from scheduler_project.errors import DomainError, Forbidden, NotFound
 
 
-@require_safe
 def object_download(request, token: str):
     try:
         key, version_id, filename = read_download_link(token, now=time.time())

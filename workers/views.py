@@ -156,8 +156,9 @@ class ResultUploadView(WorkerAPIView):
         description=(
             "Stores the raw body as an immutable object of this attempt and answers its key, version "
             "and SHA-256. Nothing is published yet: `complete` makes it the run's result. Never "
-            "overwrites; a stale fence is 409 `stale_fence`. `filename` is the name downloads of the "
-            "result carry (default `result`)."
+            "overwrites: a repeat answers the same object only when its bytes, `Content-Type` and "
+            "`filename` are identical, otherwise 409 `invalid_state`; a stale fence is 409 `stale_fence`. "
+            "`filename` is the name downloads of the result carry (default `result`)."
         ),
         examples=api_docs.UPLOAD,
         tags=TAGS,

@@ -91,7 +91,7 @@ def stage_results(uploads: list[Upload]) -> list[StoredObject | Exception]:
             continue
         try:
             obj = _staged_row(upload, registered.get(upload.key))
-            answers[i] = _same_upload(obj, upload.data) if obj.version_id else obj
+            answers[i] = _same_upload(obj, upload) if obj.version_id else obj
         except DomainError as exc:
             answers[i] = exc
             continue
@@ -193,8 +193,8 @@ def _settled(store, upload: Upload, result: StoredVersion | Exception) -> Stored
     never got recorded (the database failed in between), the same bytes adopt that version."""
     if isinstance(result, ObjectExists):
         written = store.current(upload.key)
-        if written.checksum != checksum_of(upload.data):
-            raise InvalidState("this attempt already uploaded a different result")
+        if written.checksum != checksum_of(upload.data) or written.content_type != upload.content_type:
+            raise InvalidState("this attempt already uploaded a different result; objects are immutable")
         return written
     if isinstance(result, Exception):
         metrics.PUBLICATION_FAILURES.labels("upload").inc()
@@ -203,17 +203,28 @@ def _settled(store, upload: Upload, result: StoredVersion | Exception) -> Stored
 
 
 def _record(answers: list, written: list[tuple[int, Upload, StoredVersion]]) -> None:
-    """Record the written versions; a row cleanup took during the upload can never be
-    published, and its upload is removed."""
+    """Record the written versions. A row another request of the same attempt recorded with
+    this very version first (a worker repeating an upload whose answer it lost, both writes
+    adopting one version) answers as that repeat; a row cleanup took during the upload can
+    never be published, and its upload is removed."""
     for i, upload, version in written:
         obj = answers[i]
         obj.version_id, obj.checksum, obj.size = version.version_id, version.checksum, version.size
         obj.content_type = version.content_type
-        obj.filename = download_filename(upload.filename) if upload.filename else ""
+        obj.filename = _recorded_filename(upload)
     recorded = record_uploads([answers[i] for i, _, _ in written])
     for i, upload, version in written:
-        if answers[i].id not in recorded:
+        if answers[i].id in recorded:
+            continue
+        row = (StoredObject.objects.filter(id=answers[i].id, version_id=version.version_id)
+               .exclude(state__in=(ObjectState.DELETING, ObjectState.DELETED)).first())
+        if row is None:
             answers[i] = _unpublishable(upload, version)
+            continue
+        try:
+            answers[i] = _same_upload(row, upload)
+        except InvalidState as exc:
+            answers[i] = exc
 
 
 def _unpublishable(upload: Upload, version: StoredVersion) -> InvalidState:
@@ -225,7 +236,14 @@ def _unpublishable(upload: Upload, version: StoredVersion) -> InvalidState:
     return InvalidState("the staged object was claimed by cleanup; upload under a new attempt")
 
 
-def _same_upload(existing: StoredObject, data: bytes | FileSource) -> StoredObject:
-    if existing.checksum != checksum_of(data):
-        raise InvalidState("this attempt already uploaded a different result; objects are immutable")
+def _same_upload(existing: StoredObject, upload: Upload) -> StoredObject:
+    """The recorded object when `upload` repeats it exactly: the same bytes, type and name."""
+    if (existing.checksum != checksum_of(upload.data) or existing.content_type != upload.content_type
+            or existing.filename != _recorded_filename(upload)):
+        raise InvalidState("this attempt already uploaded a different result (bytes, type or file name); "
+                           "objects are immutable")
     return existing
+
+
+def _recorded_filename(upload: Upload) -> str:
+    return download_filename(upload.filename) if upload.filename else ""

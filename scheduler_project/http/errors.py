@@ -6,12 +6,14 @@ error views for everything that never reaches a DRF view (unknown URLs, oversize
 malformed requests rejected by Django itself, uncaught exceptions).
 """
 
+import functools
 import logging
 
 from django.db import InterfaceError, OperationalError
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from psycopg_pool import PoolTimeout
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -20,6 +22,7 @@ from rest_framework.views import set_rollback
 from scheduler_project.errors import DomainError, RevisionConflict
 
 logger = logging.getLogger(__name__)
+READ_METHODS = ("GET", "HEAD")
 
 # DRF exceptions that have no row in the contract's table keep their HTTP status and
 # get a stable code of their own.
@@ -144,6 +147,24 @@ def page_not_found(request, exception=None):
 
 def server_error(request):
     return JsonResponse(error_body("internal_error", "internal server error"), status=500)
+
+
+def read_only(view):
+    """`view` for GET and HEAD only, for the views outside DRF (downloads, /metrics, the
+    served docs): any other method is 405 with `Allow` and the contract's body. They take no
+    cookie credential, so CSRF has nothing to protect, and its HTML page never answers."""
+
+    @functools.wraps(view)
+    def guarded(request, *args, **kwargs):
+        if request.method not in READ_METHODS:
+            response = JsonResponse(
+                error_body("method_not_allowed", f'Method "{request.method[:20]}" not allowed.'), status=405
+            )
+            response["Allow"] = ", ".join(READ_METHODS)
+            return response
+        return view(request, *args, **kwargs)
+
+    return csrf_exempt(guarded)
 
 
 class DatabaseUnavailableMiddleware:

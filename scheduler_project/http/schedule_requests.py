@@ -15,6 +15,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
 
 from effects.egress import url_refusal
+from effects.messages import header_unsafe
 from schedules import recurrence
 from schedules.jitter import MAX_JITTER_SECONDS
 from schedules.models import MisfirePolicy, OverlapPolicy
@@ -74,23 +75,29 @@ class RecurrenceField(serializers.Field):
             raise serializers.ValidationError({inner_field: [detail]} if inner_field else [detail]) from None
 
 
-class NameField(StrictCharField):
+class OneLineField(StrictCharField):
+    """A header-safe line: CR, LF or NUL would let a value add mail headers of its own, and
+    any control or format character (BEL, U+202E) makes the message unsendable."""
+
+    default_error_messages = {
+        "multiline": "must be one line without control or format characters (found U+{point:04X})",
+    }
+
+    def to_internal_value(self, data):
+        unsafe = header_unsafe(data) if isinstance(data, str) else None
+        if unsafe is not None:
+            self.fail("multiline", point=ord(unsafe))
+        return super().to_internal_value(data)
+
+
+class NameField(OneLineField):
+    """A schedule's name: the default subject of its mail, so one header-safe line."""
+
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
         if not value.strip():
             self.fail("blank")
         return value
-
-
-class OneLineField(StrictCharField):
-    """A header-safe line: CR, LF or NUL would let a value add mail headers of its own."""
-
-    default_error_messages = {"multiline": "must be one line without CR, LF or NUL"}
-
-    def to_internal_value(self, data):
-        if isinstance(data, str) and any(c in data for c in "\r\n\x00"):
-            self.fail("multiline")
-        return super().to_internal_value(data)
 
 
 class WebhookUrlField(StrictCharField):
@@ -104,6 +111,21 @@ class WebhookUrlField(StrictCharField):
         return value
 
 
+class EmailAddressField(OneLineField):
+    """A mailbox at a named domain. An address literal (`a@[127.0.0.1]`) or a numeric
+    domain (`a@127.0.0.1`) would have the mail relay connect to an address of the tenant's
+    choosing, past the mail exchangers a domain's owner publishes."""
+
+    default_error_messages = {"not_a_domain": "must be an address at a domain name, not an IP address"}
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        domain = value.rpartition("@")[2].rstrip(".")
+        if "[" in domain or "]" in domain or domain.rpartition(".")[2].isdigit():
+            self.fail("not_a_domain")
+        return value
+
+
 class RetrySerializer(StrictSerializer):
     maxAttempts = StrictIntegerField(required=False, min_value=1, max_value=MAX_ATTEMPTS)
     initialDelaySeconds = StrictFloatField(required=False, min_value=0, max_value=MAX_DELAY_SECONDS)
@@ -114,7 +136,7 @@ class RetrySerializer(StrictSerializer):
 
 class EmailEffectSerializer(StrictSerializer):
     to = serializers.ListField(
-        child=StrictCharField(max_length=MAX_ADDRESS_LENGTH, validators=[_EMAIL_ADDRESS]),
+        child=EmailAddressField(max_length=MAX_ADDRESS_LENGTH, validators=[_EMAIL_ADDRESS]),
         min_length=1,
         max_length=MAX_RECIPIENTS,
     )

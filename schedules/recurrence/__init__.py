@@ -13,15 +13,23 @@ Four kinds of rule exist:
 * ``after_completion``: the previous occurrence's end plus ``delaySeconds``.
 * ``once``: the single instant ``at`` (a schedule created after it never fires).
 
-The cron matcher is in ``cron``, the rules and occurrence math in ``rules``, the client
-errors in ``errors``; this package is their public surface.
+The cron matcher is in ``cron``, the rules and occurrence math in ``rules``, the reading
+of an instant's text and the renderable range in ``instants``, the client errors in
+``errors``; this package is their public surface.
 """
 
 from schedules.recurrence.cron import MAX_CRON_LENGTH, normalize_cron
 from schedules.recurrence.errors import InvalidCron, InvalidRecurrence, InvalidTimezone, RecurrenceError
-from schedules.recurrence.rules import (
+from schedules.recurrence.instants import (
     EARLIEST,
     LATEST,
+    MAX_INSTANT_LENGTH,
+    InstantOutOfRange,
+    NotAnInstant,
+    parse_instant,
+    renderable,
+)
+from schedules.recurrence.rules import (
     MAX_SECONDS,
     Rule,
     first_not_before,
@@ -31,7 +39,6 @@ from schedules.recurrence.rules import (
     parse_rule,
     preview,
     render_local,
-    renderable,
 )
 
 __all__ = [
@@ -48,6 +55,10 @@ __all__ = [
     "local_rendering",
     "render_local",
     "renderable",
+    "parse_instant",
+    "NotAnInstant",
+    "InstantOutOfRange",
+    "MAX_INSTANT_LENGTH",
     "EARLIEST",
     "LATEST",
     "normalize_cron",

@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
 from schedules.recurrence.cron import compile_cron, next_cron, normalize_cron
 from schedules.recurrence.errors import InvalidRecurrence, InvalidTimezone
-
-UTC = timezone.utc
+from schedules.recurrence.instants import EARLIEST, LATEST, UTC, InstantOutOfRange, parse_instant, renderable
 # Ten years: long enough for any real schedule, small enough that instant arithmetic
 # never leaves datetime's range for realistic anchors.
 MAX_SECONDS = 10 * 366 * 86400
 # Zone names that are host configuration rather than IANA zones: they would mean
 # different things on different workers.
 _HOST_ZONE_NAMES = frozenset({"localtime", "posixrules"})
-# Every instant the scheduler accepts or computes can be shown on every zone's wall clock:
-# a day's margin from datetime's ends covers the widest UTC offset any zone ever had.
-EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
-LATEST = datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -137,22 +132,13 @@ def _parse_seconds(data: dict, key: str, minimum: int) -> int:
 
 
 def _parse_anchor(value: object, field: str = "recurrence.anchor") -> datetime:
-    if not isinstance(value, str) or not value.isascii() or len(value) > 64:
-        raise InvalidRecurrence(f"{field} must be an ISO-8601 instant string", field)
     try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidRecurrence(f"{field} is not a valid ISO-8601 instant", field) from None
-    if parsed.utcoffset() is None:
-        raise InvalidRecurrence(f"{field} needs a UTC offset or Z", field)
-    try:
-        anchor = parsed.astimezone(UTC)
-    except OverflowError:
-        anchor = None
-    if anchor is None or not renderable(anchor):
+        return parse_instant(value)
+    except InstantOutOfRange:
         raise InvalidRecurrence(f"{field} must be between {_iso_utc(EARLIEST)} and {_iso_utc(LATEST)}",
                                 field) from None
-    return anchor
+    except ValueError:
+        raise InvalidRecurrence(f"{field} must be an ISO 8601 instant with a UTC offset or Z", field) from None
 
 
 def _parse_timezone(value: object) -> str:
@@ -183,11 +169,6 @@ def _iso_utc(instant: datetime) -> str:
 # --------------------------------------------------------------------------------------
 # Occurrence math
 # --------------------------------------------------------------------------------------
-
-
-def renderable(instant: datetime) -> bool:
-    """Whether every zone's wall clock can show ``instant`` (aware)."""
-    return EARLIEST <= instant <= LATEST
 
 
 def next_after(rule: Rule, after: datetime) -> datetime | None:

@@ -8,7 +8,7 @@ import pytest
 from runs.authority import release_backfill
 from runs.capacity.live import slots_report
 from runs.models import PendingReason, Run, RunState
-from schedules.jitter import jitter_offset
+from schedules.jitter import jitter_offset, jittered
 from schedules.models import Schedule
 from scheduler_project.clock import authority_now
 from tests.api.conftest import CRON_BODY, assert_error, create_schedule
@@ -143,6 +143,22 @@ def test_jitter__deterministic_bounded_and_shown_by_preview(client):
     assert all(0 <= o <= 45 and o == int(o) for o in offsets) and len(set(offsets)) > 5
     at = _at(first[0]["at"])
     assert offsets[0] == jitter_offset(schedule["scheduleId"], at, 45)
+
+
+def test_jitter__no_due_instant_past_the_last_renderable_one_is_shown_or_stored(client):
+    from schedules.recurrence import LATEST
+
+    body = create_schedule(client, recurrence={"kind": "cron", "cron": "* * * * *"}, jitterSeconds=3600)
+    preview = client.get(f"/api/v1/schedules/{body['scheduleId']}/preview",
+                         {"count": 30, "after": "9999-12-30T23:29:00Z"})
+    assert preview.status_code == 200, preview.content
+    dues = [_at(i["dueAt"]) for i in preview.json()["instants"]]
+    assert len(dues) == 30 and max(dues) == LATEST  # an offset past the end stops at it
+    assert all(_at(i["at"]) <= due <= LATEST for i, due in zip(preview.json()["instants"], dues))
+    # Materializing and the forecast take the same jittered(): their due instants stop there too.
+    last = datetime(9999, 12, 30, 23, 59, tzinfo=UTC)
+    assert jittered(body["scheduleId"], last, 3600) == min(last + timedelta(seconds=jitter_offset(
+        body["scheduleId"], last, 3600)), LATEST)
 
 
 def test_jitter__materialized_occurrence_keeps_its_nominal_instant_and_waits_until_due(client, tenant):

@@ -1,5 +1,6 @@
 """Effect targets a tenant may save: webhooks to public hosts only (unless allowlisted),
-email subjects that cannot add headers. Each refusal is 400 on the offending field."""
+email subjects and schedule names (the default subject) that cannot add headers or make a
+message unsendable. Each refusal is 400 on the offending field."""
 
 import pytest
 
@@ -34,6 +35,10 @@ INTERNAL_URLS = [
     "http://0x7f000001/",
     "http://example.com:99999/",  # port out of range
     "http://example.com:0/",
+    "http://\uff11\uff12\uff17.0.0.1/",  # fullwidth digits: the resolver reads 127.0.0.1
+    "http://127\u30020.0.1/",  # ideographic full stop: a dot to IDNA
+    "http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/",  # fullwidth localhost
+    "http://" + "\u00e9" * 70 + ".example/",  # a label IDNA refuses
 ]
 
 
@@ -73,6 +78,57 @@ def test_create__allowlisted_networks_and_names_open_internal_receivers(client, 
 def test_create__email_subject_with_cr_lf_or_nul_is_refused(client, subject):
     body = {**_schedule_body(), "effects": {"email": {"to": ["sales@example.com"], "subject": subject}}}
     assert_error(client.post(SCHEDULES, body), 400, "invalid_request", field="effects.email.subject")
+
+
+@pytest.mark.parametrize("address", ["a@[127.0.0.1]", "a@[IPv6:::1]", "a@[10.0.0.5]", "a@127.0.0.1", "a@127.0.0.1.",
+                                     "a@\uff11\uff12\uff17.0.0.1", "a\x07@example.com", "a@exam\u202eple.com"])
+def test_create__email_recipient_at_an_address_literal_or_with_a_control_character_is_refused(client, address):
+    body = {**_schedule_body(), "effects": {"email": {"to": ["sales@example.com", address]}}}
+    assert_error(client.post(SCHEDULES, body), 400, "invalid_request", field="effects.email.to.1")
+
+
+@pytest.mark.parametrize("address", ["sales@example.com", "ops+daily@mail.example.co.uk", "k\u00e4the@b\u00fccher.de",
+                                     "a@host1.example", "a@123.example.com"])
+def test_create__email_recipient_at_a_domain_name_is_accepted(client, address):
+    assert create_schedule(client, effects={"email": {"to": [address]}})["effects"]["email"]["to"] == [address]
+
+
+def test_save_and_delivery_judge_a_webhook_host_alike():
+    """One rule: a host refused at delivery (before any look-up leaves the literal) is
+    refused at save, whatever script its digits and dots are written in."""
+    from effects import egress
+
+    for url in INTERNAL_URLS:
+        assert egress.url_refusal(url), url
+        with pytest.raises(egress.EgressDenied):
+            egress.resolve_destination(url)
+
+
+# Control, format (bidi override, zero-width), line and paragraph separator characters.
+NOT_ONE_LINE = ["Report\r\nBcc: victim@example.com", "Report\rX", "Report\nX", "Report\x07", "Report\tX",
+                "\u202eReport", "Re\u200bport", "Report\u2028X", "Report\u2029X", "Report\x1b[31m", "Report\x85",
+                "Report\ufeff"]
+
+
+@pytest.mark.parametrize("subject", NOT_ONE_LINE)
+def test_create__email_subject_with_a_control_or_format_character_is_refused(client, subject):
+    body = {**_schedule_body(), "effects": {"email": {"to": ["sales@example.com"], "subject": subject}}}
+    assert_error(client.post(SCHEDULES, body), 400, "invalid_request", field="effects.email.subject")
+
+
+@pytest.mark.parametrize("name", NOT_ONE_LINE)
+def test_create_and_patch__name_with_a_control_or_format_character_is_refused(client, schedule, name):
+    response = client.post(SCHEDULES, {**_schedule_body(), "name": name})
+    assert_error(response, 400, "invalid_request", field="name")
+    assert "U+" in response.json()["error"]["message"]
+    patched = client.patch(f"{SCHEDULES}/{schedule['scheduleId']}", {"expectedRevision": 1, "name": name})
+    assert_error(patched, 400, "invalid_request", field="name")
+    assert [s["name"] for s in client.get(SCHEDULES).json()["results"]] == [schedule["name"]]
+
+
+@pytest.mark.parametrize("name", ["Ventes – rapport", "売上レポート", "report 🚀", "a  b", "Zürich/Genève"])
+def test_create__names_in_any_script_are_accepted(client, name):
+    assert create_schedule(client, name=name)["name"] == name
 
 
 def _schedule_body():

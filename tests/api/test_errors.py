@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from rest_framework.test import APIClient
 
 from tests.api.conftest import CRON_BODY, assert_error, claim, create_schedule, post_raw, run_once
 from tests.factories import api_client, make_tenant
@@ -242,6 +243,18 @@ def test_wrong_method__has_contract_body(client, method, path):
 
 def test_wrong_method_on_worker_endpoint__has_contract_body(worker_client):
     assert_error(worker_client.get("/api/v1/worker/claim"), 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete", "options"])
+@pytest.mark.parametrize("path", ["/api/v1/objects/any-token", "/metrics", "/api/schema/", "/api/docs/",
+                                  "/api/redoc/"])
+def test_wrong_method_outside_drf__has_contract_body_not_a_csrf_page(method, path):
+    """The download, /metrics and the served docs are not DRF views of the API: a write
+    method is 405 with Allow and the contract's body, never Django's HTML CSRF page."""
+    browser = APIClient(enforce_csrf_checks=True)  # as a real server checks CSRF
+    response = getattr(browser, method)(path, b"x", content_type="application/json")
+    assert_error(response, 405, "method_not_allowed")
+    assert response["Allow"] == "GET, HEAD"
 
 
 # --- 409 ------------------------------------------------------------------------------------------

@@ -116,3 +116,22 @@ def test_stage_result__in_process_records_the_file_name(worker_client, queued_ru
         data=b"x", content_type="text/plain", filename="report.txt",
     )
     assert StoredObject.objects.get(id=stored.id).filename == "report.txt"
+
+
+def test_upload__the_same_bytes_under_another_name_or_type_is_409(client, worker_client, queued_run):
+    """A staged object is immutable in its name and type too, not only in its bytes."""
+    claimed = claim(worker_client)
+    first = _upload_named(worker_client, claimed, "first.csv")
+    assert first.status_code == 201, first.content
+    renamed = _upload_named(worker_client, claimed, "second.html")
+    assert_error(renamed, 409, "invalid_state")
+    path = f"/api/v1/worker/runs/{claimed['runId']}/attempts/{claimed['attemptId']}/result?fence={claimed['fence']}"
+    retyped = worker_client.put(f"{path}&filename=first.csv", data=b"id,total\n1,10\n", content_type="text/html")
+    assert_error(retyped, 409, "invalid_state")
+
+    repeated = _upload_named(worker_client, claimed, "first.csv")  # an exact repeat stays idempotent
+    assert repeated.status_code == 201 and repeated.json() == first.json()
+    assert complete_success(worker_client, claimed, first.json()).status_code == 200
+    download = api_client().get(urlsplit(client.get(f"/api/v1/runs/{claimed['runId']}/result").json()["url"]).path)
+    assert download["Content-Disposition"] == 'attachment; filename="first.csv"'
+    assert download["Content-Type"] == "text/csv"

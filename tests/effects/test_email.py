@@ -10,7 +10,7 @@ from django.test import Client
 from effects.delivery import effects_pass
 from effects.models import EffectDelivery, EffectIntent
 from scheduler_project.clock import authority_now
-from runs.models import Outbox, StoredObject
+from runs.models import Outbox, Run, StoredObject
 from scheduler_project.clock import instant
 from tests.authority_steps import succeeded_run
 from tests.effects.helpers import attachments, checksum, read_mailbox
@@ -229,3 +229,17 @@ def test_email__a_manual_run_is_not_called_scheduled(tenant, mailbox):
     assert _body(manual_mail).startswith(f"The manual run {manual.id} of on-demand (run once on request, for ")
     assert manual_mail["Subject"] == f"on-demand: manual run for {instant(claimed.scheduled_at)}"
     assert _body(scheduled_mail).startswith(f"The scheduled run {scheduled.id} of sales-report (scheduled for ")
+
+
+def test_email__a_name_saved_with_control_characters_still_gives_a_sendable_subject(tenant, mailbox):
+    """A name saved before control and format characters were refused: the default subject
+    carries spaces in their place, and the mail is sent once (never a retried BadHeaderError)."""
+    run = succeeded_run(tenant, data=REPORT, effects={"email": {"to": ["sales@example.com"]}})
+    legacy = "Weekly\r\nBcc: victim@example.com\x07\u202e"
+    Run.objects.filter(id=run.id).update(payload={**run.payload, "scheduleName": legacy})
+
+    assert effects_pass().outcomes == {"sent": 1}
+
+    [message] = read_mailbox(mailbox)
+    assert message["Subject"] == f"Weekly  Bcc: victim@example.com  : run for {instant(run.scheduled_at)}"
+    assert message["Bcc"] is None and message["To"] == "sales@example.com"

@@ -62,3 +62,13 @@ def test_stage__retry_with_other_bytes__refused_and_nothing_recorded(tenant, obj
         authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
                                data=b"second", content_type="text/csv")
     assert StoredObject.objects.get(key=key).version_id is None
+
+
+def test_stage__retry_with_the_same_bytes_of_another_type__refused(tenant, object_store):
+    run = start_run(create_schedule(tenant))
+    key, _ = upload_then_lose_the_database(run, b"first")
+
+    with pytest.raises(InvalidState, match="different result"):
+        authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                               data=b"first", content_type="text/html")
+    assert StoredObject.objects.get(key=key).version_id is None
