@@ -72,3 +72,31 @@ def test_stage__retry_with_the_same_bytes_of_another_type__refused(tenant, objec
         authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
                                data=b"first", content_type="text/html")
     assert StoredObject.objects.get(key=key).version_id is None
+
+
+def test_stage__a_repeat_recording_the_same_version_first__the_first_request_answers_it_too(object_store,
+                                                                                         tenant, monkeypatch):
+    """A worker repeats an upload whose answer it lost while the first request still runs:
+    the first writes, the repeat adopts that version and records it first. The first request
+    then answers the recorded object; it must not delete the version the repeat recorded."""
+    from runs.authority import staging
+    from tests.authority_steps import publish
+
+    run = start_run(create_schedule(tenant))
+    real = staging._upload_all
+    repeats = []
+
+    def the_repeat_records_first(uploads):
+        versions = real(uploads)
+        monkeypatch.setattr(staging, "_upload_all", real)
+        repeats.append(authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                                              data=b"a,b\n", content_type="text/csv"))
+        return versions
+
+    monkeypatch.setattr(staging, "_upload_all", the_repeat_records_first)
+    first = authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                                   data=b"a,b\n", content_type="text/csv")
+
+    assert (first.id, first.version_id) == (repeats[0].id, repeats[0].version_id)
+    assert object_store.get(first.key, first.version_id) == b"a,b\n"
+    assert publish(run, first).state == "succeeded"
