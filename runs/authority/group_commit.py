@@ -16,9 +16,10 @@ from django.db import transaction
 from effects.models import EffectIntent
 from runs import metrics
 from runs.authority.completion import complete, effect_intents
+from runs.authority.owner import stale_reason
 from runs.authority.sql import COMPLETION_FIELDS, TransitionConflict, lock_completions, lock_schedules_of_runs
 from runs.authority.sql import publish_results
-from runs.models import AttemptState, ObjectState, RunState, StoredObject
+from runs.models import ObjectState, RunState, StoredObject
 from runs.overlap import takes_guard
 from scheduler_project.errors import DomainError
 from scheduler_project.failpoints import failpoint
@@ -101,12 +102,11 @@ def _common(row: Row, success: Success) -> bool:
     """Whether this completion owns its run and publishes its own staged object with
     nothing else to do: no guard, no waiter, no next instant computed from completion."""
     stored = success.stored
+    owned = stale_reason(run_state=row.run_state, current_attempt_id=row.current_attempt_id, run_fence=row.run_fence,
+                         attempt_id=success.attempt_id, attempt_fence=row.attempt_fence,
+                         attempt_state=row.attempt_state, fence=success.fence, leased=row.leased) is None
     return (
-        row.run_state == RunState.RUNNING
-        and row.leased
-        and row.current_attempt_id == success.attempt_id
-        and row.run_fence == success.fence == row.attempt_fence
-        and row.attempt_state == AttemptState.RUNNING
+        owned
         and not row.holds_guard
         and not takes_guard(row.overlap_policy)
         and row.recurrence_kind != "after_completion"

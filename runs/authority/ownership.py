@@ -4,6 +4,7 @@ that extends its lease. Both judge by authority time, never by a worker's clock.
 from django.db import connection, transaction
 
 from runs import metrics
+from runs.authority.owner import stale_reason
 from runs.authority.sql import extend_leases, transition
 from runs.authority.transitions import lease_until
 from scheduler_project.clock import authority_now
@@ -73,14 +74,11 @@ def require_credential(attempt: Attempt, worker_token, operation: str) -> None:
 
 
 def require_current(run: Run, attempt: Attempt, fence: int, now) -> None:
-    """Ownership check: latest fence, running attempt, lease not passed (authority time)."""
-    if (
-        run.state != RunState.RUNNING
-        or run.current_attempt_id != attempt.id
-        or run.fence != fence
-        or attempt.fence != fence
-        or attempt.state != AttemptState.RUNNING
-    ):
+    """StaleFence unless ``attempt`` owns ``run`` at authority time ``now`` (owner.stale_reason)."""
+    reason = stale_reason(run_state=run.state, current_attempt_id=run.current_attempt_id, run_fence=run.fence,
+                          attempt_id=attempt.id, attempt_fence=attempt.fence, attempt_state=attempt.state,
+                          fence=fence, leased=run.lease_expires_at is not None and run.lease_expires_at > now)
+    if reason == "fence":
         raise StaleFence("fence is no longer current", details={"currentFence": run.fence})
-    if run.lease_expires_at <= now:
+    if reason == "lease":
         raise StaleFence("lease has expired", details={"currentFence": run.fence})

@@ -1,16 +1,17 @@
 """A running job's progress: one guarded UPDATE, written only while the attempt owns the run.
 
 Progress is information, not state: it never changes a run's state, fence, lease or
-result, so it takes no lock and no transaction of its own. The guard is the ownership
-check of a heartbeat (running, current attempt, same fence, lease not passed, database
-time); a stale attempt's progress matches no row and is dropped.
+result, so it takes no lock and no transaction of its own. The guard is the ownership rule
+(runs.authority.owner) on database time; a stale attempt's progress matches no row and is
+dropped.
 """
 
 from django.db import connection
 from django.db.models import DateTimeField, F, Func
 from django.utils import timezone
 
-from runs.models import Run, RunState
+from runs.authority.owner import owns_filter
+from runs.models import Run
 
 MAX_PROGRESS_MESSAGE = 500
 
@@ -20,9 +21,7 @@ def record_progress(*, run_id: str, attempt_id: str, fence: int, fraction: float
     authority time; False when the attempt no longer owns the run (nothing written)."""
     fraction, message = checked_progress(fraction, message)
     now = _database_now()
-    written = Run.objects.filter(
-        id=run_id, state=RunState.RUNNING, current_attempt_id=attempt_id, fence=fence, lease_expires_at__gt=now,
-    ).update(progress_fraction=fraction, progress_message=message, progress_at=now, progress_attempt=F("attempt_count"))
+    written = Run.objects.filter(owns_filter(attempt_id, fence, now), id=run_id).update(progress_fraction=fraction, progress_message=message, progress_at=now, progress_attempt=F("attempt_count"))
     return written == 1
 
 

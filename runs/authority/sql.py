@@ -13,6 +13,7 @@ from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
 
 from runs.authority.claim_sql import among, clock_sql, pg_array, row_locks
+from runs.authority.owner import leased_sql, owns_sql
 from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject, TenantStorage
 from schedules.models import Schedule, Tenant
 
@@ -125,9 +126,7 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
         f"  UPDATE {run_table} AS r"
         f"  SET lease_expires_at = clock_timestamp() + a.lease_seconds * interval '1 second'"
         f"  FROM unnest(%s::varchar[], %s::bigint[]) AS h(attempt_id, fence), {attempt_table} AS a"
-        f"  WHERE a.id = h.attempt_id AND r.id = a.run_id AND r.current_attempt_id = a.id"
-        f"    AND r.state = 'running' AND r.fence = h.fence AND a.state = 'running'"
-        f"    AND r.lease_expires_at > clock_timestamp()"
+        f"  WHERE a.id = h.attempt_id AND r.id = a.run_id AND {owns_sql('r', 'a', 'h.fence')}"
         f"  RETURNING a.id AS attempt_id, r.lease_expires_at, r.cancellation_requested"
         f") UPDATE {attempt_table} AS a SET lease_expires_at = e.lease_expires_at"
         f" FROM extended AS e WHERE a.id = e.attempt_id"
@@ -162,8 +161,7 @@ def register_uploads(items) -> dict[str, tuple]:
         f" JOIN {Attempt._meta.db_table} AS a ON a.run_id = r.id AND a.id = u.attempt_id"
         f" JOIN {Tenant._meta.db_table} AS t ON t.id = r.tenant_id"
         f" LEFT JOIN {TenantStorage._meta.db_table} AS s ON s.tenant_id = r.tenant_id"
-        f" WHERE {runs} AND {attempts} AND r.state = 'running' AND r.current_attempt_id = a.id AND r.fence = u.fence"
-        f"   AND a.fence = u.fence AND a.state = 'running' AND r.lease_expires_at > {clock_sql()}"
+        f" WHERE {runs} AND {attempts} AND {owns_sql('r', 'a', 'u.fence')}"
         f"   AND (u.worker_token_id IS NULL OR a.worker_token_id = u.worker_token_id)"
         f"   AND COALESCE(s.stored_bytes, 0) < t.max_stored_bytes"
         f" ORDER BY r.id{row_locks(skip_locked=False, of='r')}"
@@ -238,7 +236,7 @@ def lock_completions(run_ids: list[str], attempt_ids: list[str], keys: list[str]
         kind, effects = "json_extract(s.recurrence, '$.kind')", "json_extract(r.payload, '$.effects')"
     sql = (
         f"WITH {completions}"
-        f" SELECT r.id, r.state, r.fence, r.current_attempt_id, r.lease_expires_at > {clock_sql()},"
+        f" SELECT r.id, r.state, r.fence, r.current_attempt_id, {leased_sql('r')},"
         f"  r.holds_guard, s.overlap_policy, {kind}, {effects}, r.resource_class,"
         f"  a.state, a.fence, a.started_at,"
         f"  o.id, o.state, o.attempt_id, o.fence, o.version_id, o.checksum, o.size, o.content_type,"

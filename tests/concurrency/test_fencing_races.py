@@ -219,7 +219,7 @@ def test_lost_completion_reply__repeat__same_checksum_returns_saved_run_other_ch
     claimed = worker.call(authority.claim, worker_label="w")
     obj = worker.call(stage, claimed, b"the report")
     other = worker.call(authority.stage_result, run_id=run.id, attempt_id=claimed.current_attempt_id,
-                        fence=claimed.fence, data=b"the report", content_type="text/plain")
+                        fence=claimed.fence, data=b"the report", content_type="text/csv")
     assert other.id == obj.id  # re-sending the same upload is the same object
 
     first = worker.call(complete_success, run.id, claimed.current_attempt_id, claimed.fence, obj)
