@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "workers",  # before staticfiles: its runserver (workers/management/commands/runserver.py) wins
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
@@ -66,7 +67,6 @@ INSTALLED_APPS = [
     "schedules",
     "runs",
     "effects",
-    "workers",
     "console",  # the operations console (/console/), staff only
 ]
 # The example jobs (examples/jobs.py, README "Add your first job"), when the tree has them.
