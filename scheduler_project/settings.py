@@ -156,6 +156,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# The project's own files beside the apps' (the icon, scheduler/favicon.svg).
+STATICFILES_DIRS = [BASE_DIR / "scheduler_project" / "static"]
 
 # --- Dispatch ---------------------------------------------------------------------------
 # Unset: no broker; the database-backed dispatcher polls the outbox/run tables.

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from runs.metrics import metrics_view
@@ -8,6 +10,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
     path("metrics", metrics_view, name="metrics"),
+    # What a browser asks for on a page that names no icon (the admin's, an API answer).
+    path("favicon.ico", RedirectView.as_view(url=static("scheduler/favicon.svg"), permanent=True)),
     path("", include("workers.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),

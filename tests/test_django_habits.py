@@ -65,6 +65,7 @@ def test_collectstatic__the_docs_pages_files_under_var_static(installation):
     static = Path(installation["SCHEDULER_VAR_DIR"]) / "static"
     assert (static / "drf_spectacular_sidecar" / "redoc" / "bundles" / "redoc.standalone.js").is_file()
     assert (static / "drf_spectacular_sidecar" / "swagger-ui-dist" / "swagger-ui-bundle.js").is_file()
+    assert (static / "scheduler" / "favicon.svg").is_file()
 
 
 def test_runserver__answers_http_through_the_database(installation):
