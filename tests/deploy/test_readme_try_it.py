@@ -36,7 +36,7 @@ def make_run(tmp_path):
     this interpreter's (`PY`), marked installed so make does not reinstall it."""
     venv = tmp_path / "venv"
     venv.mkdir()
-    (venv / ".installed").touch()
+    (venv / ".installed-run").touch()
     port = free_port()
     processes = Processes(tmp_path, fresh_shell_env(tmp_path / "var"))
     make = processes.start("make-run", ["make", "--no-print-directory", "run", f"PORT={port}", f"VENV={venv}",
