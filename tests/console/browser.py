@@ -21,7 +21,7 @@ def _binary(names) -> str | None:
 def chromium_driver(*, offline: bool = False):
     """A headless Chromium session, or the test's skip (fail in CI) naming what is missing.
     ``offline``: no host name but the loopback ones resolves, so anything fetched from
-    elsewhere fails. Every session keeps a performance log (requests_seen)."""
+    elsewhere fails, and the session logs its requests (requests_seen)."""
     browser, driver = _binary(CHROMIUM), _binary(("chromedriver",))
     try:
         from selenium import webdriver
@@ -38,7 +38,7 @@ def chromium_driver(*, offline: bool = False):
         options.add_argument(argument)
     if offline:
         options.add_argument("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1")
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+        options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=driver), options=options)
 
 
