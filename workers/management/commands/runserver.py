@@ -15,7 +15,7 @@ from scheduler_project.startup import embedded_secret_key_ensure, require_secret
 
 class Command(StaticFilesRunserver):
     def handle(self, *args, **options):
-        # Before the checks read DATABASES: wsgi.py, loaded after them, then finds its pool in place.
+        # Before its checks open a connection: wsgi.py, imported after them, then finds its pool in place.
         use_web_connection_pool()
         if settings.EMBEDDED_DATABASE and not os.environ.get("SECRET_KEY"):
             embedded_secret_key_ensure(settings.EMBEDDED_SECRET_KEY_FILE)  # as `serve` does
