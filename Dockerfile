@@ -14,4 +14,5 @@ COPY . .
 # them through WhiteNoise without a shared volume or a build step at start.
 RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput --verbosity 0
 EXPOSE 8000
-CMD ["gunicorn", "scheduler_project.wsgi", "--bind", "0.0.0.0:8000"]
+# No control socket: gunicorn's default path is shared by every instance with the same home.
+CMD ["gunicorn", "scheduler_project.wsgi", "--bind", "0.0.0.0:8000", "--no-control-socket"]

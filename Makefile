@@ -9,13 +9,22 @@ TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/scheduler
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PYTEST_ARGS ?=
 
-.PHONY: venv run test services bench clean
+.PHONY: venv test-venv run test services bench clean
 
-venv: $(VENV)/.installed
+# What running needs (`make run`, `make venv`), and the test tools on top (`make test`). Each
+# stamp is remade, and its packages reinstalled, only when pyproject.toml changes.
+venv: $(VENV)/.installed-run
+test-venv: $(VENV)/.installed-test
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed-run: pyproject.toml
+	@echo "make: installing the scheduler and its dependencies into $(VENV) (pip install -e .; about a minute the first time)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-run
+	@echo "make: installing the test tools into $(VENV) (pip install -e '.[test]': pytest, moto, schemathesis, selenium, ...)"
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
@@ -30,7 +39,7 @@ run: venv
 services:
 	bin/ensure-services
 
-test: venv services
+test: test-venv services
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 		$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -71,7 +71,7 @@ def gunicorn(env: dict, *, workers: int = 2):
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(workers), "--threads", "4", "--log-level", "warning"],
+         "--workers", str(workers), "--threads", "4", "--log-level", "warning", "--no-control-socket"],
         cwd=ROOT, env=env,
     )
     try:

@@ -1,4 +1,4 @@
-"""Console pages' server time on a database with ~1 M runs (issue 14: no page over 200 ms).
+"""Console pages' server time on a database with ~1 M runs (target: no page over 200 ms).
 
     .venv/bin/python bench/console_pages.py [--runs 1000000] [--repeat 9] [--database scheduler_console_bench]
 

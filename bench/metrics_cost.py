@@ -1,4 +1,4 @@
-"""Cost of a /metrics scrape at 50,000 schedules (issue 17): the scrape runs the capacity
+"""Cost of a /metrics scrape at 50,000 schedules: the scrape runs the capacity
 forecast of the next CAPACITY_GAUGE_HORIZON_SECONDS for `scheduler_required_slots`.
 
     .venv/bin/python bench/metrics_cost.py [--schedules 50000] [--history 7] [--repeat 9]

@@ -1,4 +1,4 @@
-"""Recurring schedules through one Redis restart, in the production shape (issue 19, defect 4).
+"""Recurring schedules through one Redis restart, in the production shape (docs/operations.md, "A broker restart").
 
     .venv/bin/python bench/redis_restart.py [--schedules 30] [--every 2] [--job-seconds 0.3]
         [--seconds 30] [--down-seconds 1] [--no-restart] [--idle-claim-seconds 1]
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from _setup import django_on, percentile  # noqa: E402
 
-TARGET_SKIPPED = 0.02  # issue 19: at most 2 % of the occurrences skipped with one broker restart
+TARGET_SKIPPED = 0.02  # the target: at most 2 % of the occurrences skipped with one broker restart
 
 
 def configure(args, var_dir: Path):

@@ -1,6 +1,6 @@
 """Retention and safe cleanup, in bounded batches (`manage.py cleanup`, task scheduler.cleanup).
 
-Objects follow the registry protocol (design section 06): this module finds candidates, and
+Objects follow the registry protocol (docs/design.md, "Object registry"): this module finds candidates, and
 `runs.authority.objects` re-checks each under lock, marks it `deleting`, and deletes it.
 
 Run history goes only after its objects: effects, outbox, registry, attempts, then the run.

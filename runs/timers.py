@@ -1,5 +1,5 @@
 """The timer horizon: a scanner's due instants of the next minute, held in memory and fired
-at their instant (the design's section 09, "Fourth, prepare near-term work").
+at their instant: the near-term work prepared ahead (docs/design.md, "The life of a run", 1).
 
 The database stays the only authority. A timer says only "look at schedule S at instant
 T": firing it locks the schedule row by key and materializes what the row says then, so an

@@ -49,16 +49,11 @@ def configure_postgresql(database: dict, *, pooler: str, idle_in_transaction_sec
 
 def use_connection_pool(database: dict, *, max_size: int, timeout: float) -> None:
     """This process's threads share a pool of at most ``max_size`` connections (the web
-    process: scheduler_project/wsgi.py). Call before Django opens any connection."""
+    process: use_web_connection_pool). Call before Django opens a connection to ``database``;
+    calling it again with the same pool changes nothing."""
     if database["ENGINE"] != "django.db.backends.postgresql" or max_size <= 0:
         return
-    from django.db import connections
-
-    in_use = connections.__dict__.get("settings", {}).values()  # Django has read DATABASES already
-    if any(database is live for live in in_use):
-        raise ImproperlyConfigured("use_connection_pool() must run before Django reads DATABASES")
-    database["CONN_MAX_AGE"] = 0  # Django's pool requires it: a request returns its connection
-    database["OPTIONS"]["pool"] = {
+    pool = {
         "min_size": 1,
         "max_size": max_size,
         "timeout": timeout,
@@ -66,7 +61,27 @@ def use_connection_pool(database: dict, *, max_size: int, timeout: float) -> Non
         "max_idle": 60,
         "name": "web",
     }
+    if database["OPTIONS"].get("pool") == pool and database["CONN_MAX_AGE"] == 0:
+        return  # runserver applied it before its checks; wsgi.py, loaded after them, finds it here
+    from django.db import connections
+
+    # Django's connections read this very dict when they connect, so changing it is enough
+    # until one is open: an open one would stay outside the pool, persistent.
+    if any(live.settings_dict is database and live.connection is not None
+           for live in connections.all(initialized_only=True)):
+        raise ImproperlyConfigured("use_connection_pool() must run before Django opens a connection")
+    database["CONN_MAX_AGE"] = 0  # Django's pool requires it: a request returns its connection
+    database["OPTIONS"]["pool"] = pool
     os.register_at_fork(after_in_child=forget_inherited_pools)
+
+
+def use_web_connection_pool() -> None:
+    """The web process's pool, as settings size it: gunicorn's (scheduler_project/wsgi.py) and
+    runserver's (workers/management/commands/runserver.py)."""
+    from django.conf import settings
+
+    use_connection_pool(settings.DATABASES["default"], max_size=settings.DATABASE_POOL_MAX_SIZE,
+                        timeout=settings.DATABASE_POOL_TIMEOUT_SECONDS)
 
 
 def forget_inherited_pools() -> None:

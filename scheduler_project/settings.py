@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "workers",  # before staticfiles: its runserver (workers/management/commands/runserver.py) wins
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
@@ -66,7 +67,6 @@ INSTALLED_APPS = [
     "schedules",
     "runs",
     "effects",
-    "workers",
     "console",  # the operations console (/console/), staff only
 ]
 # The example jobs (examples/jobs.py, README "Add your first job"), when the tree has them.
@@ -156,6 +156,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# The project's own files beside the apps' (the icon, scheduler/favicon.svg).
+STATICFILES_DIRS = [BASE_DIR / "scheduler_project" / "static"]
 
 # --- Dispatch ---------------------------------------------------------------------------
 # Unset: no broker; the database-backed dispatcher polls the outbox/run tables.

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from runs.metrics import metrics_view
@@ -10,6 +12,8 @@ urlpatterns = [
     path("console/", include("console.urls")),
     # Outside DRF: read_only answers a write method with the contract's 405, not a CSRF page.
     path("metrics", read_only(metrics_view), name="metrics"),
+    # What a browser asks for on a page that names no icon (the admin's, an API answer).
+    path("favicon.ico", RedirectView.as_view(url=static("scheduler/favicon.svg"), permanent=True)),
     path("", include("workers.urls")),
     # DRF views, but their renderers (YAML, HTML) cannot render an error body.
     path("api/schema/", read_only(SpectacularAPIView.as_view()), name="schema"),

@@ -2,16 +2,10 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 
-from django.conf import settings  # noqa: E402 - needs the settings module above
-
-from scheduler_project.connections import use_connection_pool  # noqa: E402
+from scheduler_project.connections import use_web_connection_pool  # noqa: E402
 
 # The web process: its gunicorn threads share a bounded pool (docs/operations.md, "Connection budget").
-use_connection_pool(
-    settings.DATABASES["default"],
-    max_size=settings.DATABASE_POOL_MAX_SIZE,
-    timeout=settings.DATABASE_POOL_TIMEOUT_SECONDS,
-)
+use_web_connection_pool()
 
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 

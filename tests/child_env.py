@@ -1,12 +1,25 @@
-"""What child processes need to share this test's world: the test database, and in Redis
-mode the broker and the bucket too."""
+"""What child processes need to share this test's world (the test database, and in Redis
+mode the broker and the bucket too), or not to share it: a new user's shell."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from contextlib import contextmanager
 
 import pytest
+
+
+# What a fresh shell has: no scheduler configuration of the test run's.
+NOT_INHERITED = {"DATABASE_URL", "REDIS_URL", "OBJECT_STORE_URL", "SECRET_KEY", "PUBLIC_BASE_URL", "ALLOWED_HOSTS",
+                 "S3_ENDPOINT_URL", "EMAIL_HOST", "PROMETHEUS_MULTIPROC_DIR", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
+
+
+def fresh_shell_env(var_dir) -> dict:
+    """A new user's shell: this one's environment without the test run's scheduler settings,
+    the installation's var/ at ``var_dir``."""
+    env = {key: value for key, value in os.environ.items() if key not in NOT_INHERITED}
+    return env | {"SCHEDULER_VAR_DIR": str(var_dir), "PYTHONUNBUFFERED": "1"}
 
 
 def database_url_of_test_db() -> str:

@@ -28,6 +28,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextmanager
+def fresh_postgresql_database(prefix: str):
+    """The URL of a new, empty database on the test run's PostgreSQL server, dropped afterwards."""
+    import dj_database_url
+    import psycopg
+
+    server = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
+    user = server["USER"] or "postgres"
+    auth = user + (f":{server['PASSWORD']}" if server["PASSWORD"] else "")
+    address = f"{server['HOST'] or '127.0.0.1'}:{server['PORT'] or 5432}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql://{auth}@{address}/{name}"
+    finally:
+        with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

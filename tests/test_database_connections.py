@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from scheduler_project.connections import configure_postgresql, use_connection_pool
 from scheduler_project.database_url import parse_database_url
+from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import ROOT
 
 URL = "postgresql://postgres@127.0.0.1:5432/scheduler?connect_timeout=2"
@@ -48,6 +49,29 @@ def test_connection_pool__bounded_with_a_timeout_and_no_persistent_connections()
     use_connection_pool(database, max_size=3, timeout=0.5)
     assert database["CONN_MAX_AGE"] == 0
     assert {"min_size": 1, "max_size": 3, "timeout": 0.5}.items() <= database["OPTIONS"]["pool"].items()
+
+
+def test_connection_pool__again_with_the_same_pool_changes_nothing_another_is_refused_once_connected():
+    database = configured("")
+    use_connection_pool(database, max_size=3, timeout=0.5)
+    pool = database["OPTIONS"]["pool"]
+    use_connection_pool(database, max_size=3, timeout=0.5)  # runserver's, then wsgi.py's
+    assert database["OPTIONS"]["pool"] is pool
+
+
+@pytest.mark.django_db
+def test_connection_pool__refused_once_this_process_opened_a_connection():
+    refused = python("""
+        import django; django.setup()  # reads DATABASES: a pool may still be set up after it
+        from django.db import connection
+        from scheduler_project.connections import use_web_connection_pool
+        connection.ensure_connection()  # persistent, outside any pool
+        try:
+            use_web_connection_pool()
+        except Exception as exc:
+            print(exc)
+    """, DATABASE_URL=database_url_of_test_db())
+    assert refused == "use_connection_pool() must run before Django opens a connection"
 
 
 def test_connection_pool__not_for_sqlite_nor_a_size_of_zero():

@@ -1,5 +1,5 @@
 """Armed timers: what a scanner reads for a timer before its instant, so that firing it is
-one guarded statement (the design's section 09, "Fourth, prepare near-term work").
+one guarded statement: the near-term work prepared ahead (docs/design.md, "The life of a run", 1).
 
 Arming reads a schedule row and its revision's payload text without any lock, seconds
 before the instant. Firing decides with the same code as any materialization

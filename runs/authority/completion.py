@@ -1,4 +1,4 @@
-"""The fenced completion of section 13: one attempt's outcome, judged and recorded."""
+"""The fenced completion (docs/design.md, "The life of a run", 5): one attempt's outcome, judged and recorded."""
 
 import random
 from datetime import timedelta

@@ -1,6 +1,6 @@
 """Object registry transitions outside publication: download pins, and the cleanup protocol.
 
-Cleanup (design section 06) locks the run, then the registry row (the order publication uses
+Cleanup (docs/design.md, "Object registry") locks the run, then the registry row (the order publication uses
 after the schedule), and marks the row `deleting` only when no retained reference exists, no
 download pin is live, and the uploading attempt can no longer publish. It commits that, then
 deletes from the store outside any transaction, then marks the row `deleted` (taking its bytes

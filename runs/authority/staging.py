@@ -1,5 +1,5 @@
 """Staging: an attempt's output registered, uploaded under its attempt-scoped key, and its
-version recorded, before the fenced completion may publish it (section 13).
+version recorded, before the fenced completion (runs/authority/completion.py) may publish it.
 
 A worker process stages the outputs of the attempts it finished together: one statement
 registers them all, each is uploaded outside any transaction, one statement records the

@@ -145,9 +145,14 @@ def run_result_representation(run) -> dict | None:
 
 
 def run_progress_representation(run) -> dict | None:
-    """The job's last reported progress, if the run's latest attempt reported any."""
+    """The job's last reported progress, if the run's latest attempt reported any. A succeeded
+    run reads complete as of its finish (a job seldom reports its very last step), with the
+    job's last message; a failed or canceled one keeps where it stopped. Derived here, so
+    completion writes nothing more."""
     if run.progress_at is None or run.progress_attempt != run.attempt_count:
         return None
+    if run.state == "succeeded":
+        return {"fraction": 1.0, "message": run.progress_message, "updatedAt": instant(run.finished_at)}
     return {"fraction": run.progress_fraction, "message": run.progress_message, "updatedAt": instant(run.progress_at)}
 
 

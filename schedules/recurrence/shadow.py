@@ -1,4 +1,4 @@
-"""Shadow rollout of a recurrence engine (the design's section 15): a candidate engine's
+"""Shadow rollout of a recurrence engine (README, `RECURRENCE_ENGINE`): a candidate engine's
 next instants compared with the active one's, before the candidate may decide anything.
 
 A candidate is a function ``(rule, after) -> next instant strictly after, or None`` for the

@@ -1,3 +1,4 @@
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -6,6 +7,7 @@ import pytest
 
 from schedules.recurrence import parse_rule, preview
 from tests.api.conftest import CRON_BODY, assert_error, create_schedule
+from tests.e2e.processes import ROOT
 from tests.factories import api_client, make_tenant
 
 pytestmark = pytest.mark.django_db
@@ -76,6 +78,28 @@ def test_create__interval_first_instant_not_before_creation(client):
     next_run = parse_instant(created["nextRunAt"])
     assert next_run >= parse_instant(created["createdAt"]) - timedelta(seconds=1)
     assert (next_run - parse_instant(anchor)).total_seconds() % 3600 == 0
+
+
+def test_create__interval_without_anchor_anchors_at_the_request_first_due_one_period_later(client):
+    before = datetime.now(UTC)
+    created = create_schedule(client, recurrence={"kind": "interval", "everySeconds": 900})
+    anchor = parse_instant(created["recurrence"]["anchor"])
+    assert before - timedelta(seconds=1) <= anchor <= parse_instant(created["createdAt"])
+    assert parse_instant(created["nextRunAt"]) == anchor + timedelta(seconds=900)  # microseconds kept
+
+
+def docs_recurrence_example(kind: str) -> dict:
+    """The `"recurrence": {...}` example of ``kind`` in docs/api.md, as written there."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    [example] = re.findall(r'^ *"recurrence": (\{"kind": "%s".*\})$' % kind, text, flags=re.MULTILINE)
+    return json.loads(example)
+
+
+@pytest.mark.parametrize("kind", ["interval", "after_completion"])
+def test_create__the_docs_recurrence_examples_as_written(client, kind):
+    recurrence = docs_recurrence_example(kind)
+    created = create_schedule(client, recurrence=recurrence)
+    assert created["recurrence"] == {"timezone": "UTC", **recurrence}
 
 
 def test_create__after_completion_is_due_at_creation(client):

@@ -43,7 +43,7 @@ def test_chaos__worker_stopped_past_its_lease__its_late_completions_are_rejected
     chaos.wait_terminal(load, BURST // 5)
     chaos.wait_running(paused, count=3)
 
-    # A pause between calls (the runtime stall of design section 08); a pause inside a
+    # A pause between calls (a stalled worker runtime: GC, SIGSTOP); a pause inside a
     # transaction is the next test.
     chaos.stop_outside_transaction("worker-1")
     stopped = list(Attempt.objects.filter(worker_label=paused, state=AttemptState.RUNNING))

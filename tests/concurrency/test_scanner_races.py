@@ -1,4 +1,4 @@
-"""Section 08, the second scanner: overlapping scanners create each occurrence once.
+"""A second scanner: overlapping scanners create each occurrence once.
 
 Every scanner here is its own PostgreSQL session. The unique (schedule, scheduled_at)
 key is what makes this safe; SKIP LOCKED only keeps scanners from doing the work twice.

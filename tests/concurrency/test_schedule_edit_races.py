@@ -1,4 +1,4 @@
-"""Section 02: edits carry an expected revision; a materialized occurrence keeps its
+"""Concurrent edits: edits carry an expected revision; a materialized occurrence keeps its
 revision's payload through every retry, whatever edits come later."""
 
 import pytest

@@ -2,6 +2,7 @@
 screenshots saved under var/test-artifacts/console/. Without the packages the browser tests
 are skipped on a developer's machine and fail in CI (bin/ensure-services installs them)."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -17,8 +18,10 @@ def _binary(names) -> str | None:
     return next((found for name in names if (found := shutil.which(name))), None)
 
 
-def chromium_driver():
-    """A headless Chromium session, or the test's skip (fail in CI) naming what is missing."""
+def chromium_driver(*, offline: bool = False):
+    """A headless Chromium session, or the test's skip (fail in CI) naming what is missing.
+    ``offline``: no host name but the loopback ones resolves, so anything fetched from
+    elsewhere fails, and the session logs its requests (requests_seen)."""
     browser, driver = _binary(CHROMIUM), _binary(("chromedriver",))
     try:
         from selenium import webdriver
@@ -33,6 +36,9 @@ def chromium_driver():
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--window-size=1600,1000"):
         options.add_argument(argument)
+    if offline:
+        options.add_argument("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1")
+        options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=driver), options=options)
 
 
@@ -61,3 +67,22 @@ def click_and_wait(driver, element, timeout: float = 10) -> None:
     # error: unhandled inspector error" instead of "stale element": ask again.
     WebDriverWait(driver, timeout, ignored_exceptions=(WebDriverException,)).until(
         expected_conditions.staleness_of(page))
+
+
+def requests_seen(driver) -> dict[str, dict]:
+    """The network requests of the session since the last call, from Chrome's performance
+    log: {request id: {"url", "status", "failed"}} (status None while unanswered, failed
+    the network error or block reason)."""
+    seen: dict[str, dict] = {}
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        params = message.get("params", {})
+        if message["method"] == "Network.requestWillBeSent":
+            seen.setdefault(params["requestId"], {"status": None, "failed": None})["url"] = params["request"]["url"]
+        elif message["method"] == "Network.responseReceived":
+            response = params["response"]
+            seen.setdefault(params["requestId"], {"failed": None}).update(url=response["url"], status=response["status"])
+        elif message["method"] == "Network.loadingFailed":
+            seen.setdefault(params["requestId"], {"url": None, "status": None})["failed"] = (
+                params.get("blockedReason") or params.get("errorText") or "failed")
+    return seen

@@ -16,11 +16,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 
-import dj_database_url
-import psycopg
 import pytest
 import redis
 
@@ -37,7 +34,7 @@ from tests.deploy.compose import (
 )
 from tests.e2e.processes import Processes, wait_until
 from tests.effects.helpers import start_smtp_sink
-from tests.servers import free_port, pgbouncer_in_front_of, stop_process
+from tests.servers import free_port, fresh_postgresql_database, pgbouncer_in_front_of, stop_process
 
 # Compose services the test provides itself; a new one needs a stand-in here.
 STAND_INS = {"postgres", "pgbouncer", "redis", "minio", "mailpit"}
@@ -71,16 +68,8 @@ def test_dockerignore__keeps_local_state_out_of_the_image():
 
 @pytest.fixture
 def fresh_database_url():
-    server = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
-    user = server["USER"] or "postgres"
-    auth = user + (f":{server['PASSWORD']}" if server["PASSWORD"] else "")
-    address = f"{server['HOST'] or '127.0.0.1'}:{server['PORT'] or 5432}"
-    name = f"compose_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql://{auth}@{address}/{name}"
-    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgresql_database("compose") as url:
+        yield url
 
 
 @pytest.fixture

@@ -5,21 +5,18 @@ what the README says it shows. The only rewrite is the port: the test serves on 
 (`make run PORT=...`, as README says), not on 8000."""
 
 import json
-import os
 import re
 import subprocess
 
 import pytest
 
+from tests.child_env import fresh_shell_env
 from tests.deploy.compose import README, ROOT
 from tests.e2e.processes import PYTHON, Processes
 from tests.servers import free_port, wait_for_port
 
 pytestmark = pytest.mark.slow
 README_PORT = "127.0.0.1:8000"
-# What a fresh shell has: no scheduler configuration of the test run's.
-NOT_INHERITED = {"DATABASE_URL", "REDIS_URL", "OBJECT_STORE_URL", "SECRET_KEY", "PUBLIC_BASE_URL", "ALLOWED_HOSTS",
-                 "S3_ENDPOINT_URL", "EMAIL_HOST", "PROMETHEUS_MULTIPROC_DIR", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
 
 
 def try_it_section() -> str:
@@ -33,18 +30,13 @@ def try_it_commands() -> list[str]:
     return [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
-def fresh_shell_env(var_dir) -> dict:
-    env = {key: value for key, value in os.environ.items() if key not in NOT_INHERITED}
-    return env | {"SCHEDULER_VAR_DIR": str(var_dir), "PYTHONUNBUFFERED": "1"}
-
-
 @pytest.fixture
 def make_run(tmp_path):
     """`make run PORT=<free port>` from the repository, its var/ under tmp_path. The venv is
     this interpreter's (`PY`), marked installed so make does not reinstall it."""
     venv = tmp_path / "venv"
     venv.mkdir()
-    (venv / ".installed").touch()
+    (venv / ".installed-run").touch()
     port = free_port()
     processes = Processes(tmp_path, fresh_shell_env(tmp_path / "var"))
     make = processes.start("make-run", ["make", "--no-print-directory", "run", f"PORT={port}", f"VENV={venv}",

@@ -51,11 +51,12 @@ class Processes:
         )
 
     def gunicorn(self, name: str, port: int, *, workers: int, threads: int, **extra_env) -> subprocess.Popen:
-        """The web process as production runs it (scheduler_project.wsgi, gthread workers)."""
+        """The web process as production runs it (scheduler_project.wsgi, gthread workers), without
+        a control socket: gunicorn's default one is shared by every gunicorn of the user."""
         return self.start(
             name,
             [PYTHON, "-m", "gunicorn", "scheduler_project.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", str(workers), "--threads", str(threads), "--graceful-timeout", "5"],
+             "--workers", str(workers), "--threads", str(threads), "--graceful-timeout", "5", "--no-control-socket"],
             **extra_env,
         )
 

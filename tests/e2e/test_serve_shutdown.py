@@ -66,17 +66,26 @@ def keep_alive_connections(port: int, count: int) -> list[http.client.HTTPConnec
     return connections
 
 
-@pytest.fixture
-def serving(tmp_path):
-    """`manage.py serve` on a free port, embedded (SQLite under a temporary var/)."""
+def start_serving(directory: Path) -> tuple[Processes, subprocess.Popen, int]:
+    """`manage.py serve` on a free port, embedded (SQLite under ``directory``/var), listening."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "OBJECT_STORE_URL"}}
-    env |= {"SCHEDULER_VAR_DIR": str(tmp_path / "var"), "PYTHONUNBUFFERED": "1"}
+    env |= {"SCHEDULER_VAR_DIR": str(directory / "var"), "PYTHONUNBUFFERED": "1"}
     subprocess.run([PYTHON, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)
     port = free_port()
-    processes = Processes(tmp_path, env)
+    processes = Processes(directory, env)
     supervisor = processes.manage("serve", "serve", "--port", str(port))
     try:
         wait_until(lambda: not port_is_free(port), timeout=60, message="the web process to listen")
+    except BaseException:
+        processes.stop_all()
+        raise
+    return processes, supervisor, port
+
+
+@pytest.fixture
+def serving(tmp_path):
+    processes, supervisor, port = start_serving(tmp_path)
+    try:
         yield processes, supervisor, port
     finally:
         processes.stop_all()
@@ -116,3 +125,28 @@ def test_serve__stop_frees_the_port_and_leaves_no_child(serving, stop):
     browsing.set()
     for connection in connections:
         connection.close()
+
+
+def test_serve__banner_names_the_api_the_console_and_how_to_make_its_staff_user(serving):
+    processes, _, port = serving
+    wait_until(lambda: "createsuperuser" in processes.log("serve"), timeout=10, message="the banner")
+    banner = processes.log("serve")
+    assert f"serving on http://127.0.0.1:{port}/ with web, " in banner
+    python = Path(PYTHON).relative_to(ROOT) if Path(PYTHON).is_relative_to(ROOT) else PYTHON
+    assert (f"console on http://127.0.0.1:{port}/console/ for staff users; create one with "
+            f"`{python} manage.py createsuperuser`") in banner
+
+
+def test_serve__two_instances_each_keep_their_own_gunicorn_control_socket(tmp_path):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first, second = start_serving(tmp_path / "a"), start_serving(tmp_path / "b")
+    sockets = [tmp_path / "a" / "var" / "gunicorn.ctl", tmp_path / "b" / "var" / "gunicorn.ctl"]
+    try:
+        wait_until(lambda: all(socket_path.is_socket() for socket_path in sockets), timeout=10,
+                   message="both control sockets")
+        first[0].stop_all()
+        assert not sockets[0].exists()
+        assert sockets[1].is_socket()  # the other instance's, untouched
+    finally:
+        first[0].stop_all()
+        second[0].stop_all()

@@ -1,6 +1,6 @@
 """Drill: a pg_dump taken mid-burst is restored into a fresh server and the system is
-started on it (design section 15: "Restore testing must include outbox and request-key
-records, not only schedule rows").
+started on it: restore testing must include outbox and request-key records, not only
+schedule rows (docs/operations.md, "Restore").
 
 Everything the dump held comes back (schedules, occurrences, attempts, fences, outbox rows,
 request keys); a replayed Idempotency-Key returns the original result; no (schedule,

@@ -1,7 +1,7 @@
 """Drill: the authority's PostgreSQL stops for 15 s while a few hundred runs are in flight,
 then starts again. Every process reconnects by itself; nothing is lost or doubled; and no
 attempt is wasted: a worker whose lease outlives the outage keeps heartbeating and retrying
-its completion until the database answers (issue 19, defect 1)."""
+its completion until the database answers."""
 
 import time
 

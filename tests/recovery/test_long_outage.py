@@ -1,4 +1,4 @@
-"""Drill: the scanner was stopped for six hours (issue 19, defect 3).
+"""Drill: the scanner was stopped for six hours (docs/operations.md, "A long scanner outage").
 
 2,000 minutely schedules of 20 tenants, all three misfire policies, are made six hours
 overdue by moving next_run_at back (time is moved, not waited for). A real scanner process

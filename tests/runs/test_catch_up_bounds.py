@@ -1,7 +1,7 @@
-"""Issue 19, defect 3: a long scanner outage must not stop materialization. A transaction
-plans and writes a bounded amount whatever the backlog; a schedule whose plan could walk
-too long is planned with no transaction open and written only if unchanged; resume plans
-before it locks the schedule."""
+"""A long scanner outage must not stop materialization (docs/operations.md, "A long scanner
+outage"). A transaction plans and writes a bounded amount whatever the backlog; a schedule
+whose plan could walk too long is planned with no transaction open and written only if
+unchanged; resume plans before it locks the schedule."""
 
 from __future__ import annotations
 

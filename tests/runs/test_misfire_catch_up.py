@@ -1,4 +1,4 @@
-"""Section 08's two-day outage: catch-up follows the schedule's misfire policy, is bounded,
+"""A two-day scanner outage: catch-up follows the schedule's misfire policy, is bounded,
 and accounts for every missed instant in history (nothing silently dropped)."""
 
 from datetime import timedelta

@@ -17,7 +17,7 @@ from objectstore import get_object_store
 from runs import authority
 from runs.models import Run, RunState, StoredObject
 from schedules.models import JobType
-from tests.authority_steps import create_schedule, expire_lease, start_run
+from tests.authority_steps import create_schedule, expire_lease, publish, stage, start_run
 from tests.factories import api_client
 from tests.workers.test_runtime import in_background, joined
 from workers.jobs import framework
@@ -122,8 +122,32 @@ def test_progress__shown_by_the_api_while_running_then_its_last_value(declare, t
     assert running["progress"]["fraction"] == 0.25 and running["progress"]["message"] == "reading orders"
     assert running["progress"]["updatedAt"].endswith("Z")
     finished = api_run(tenant, run.id)
-    assert finished["state"] == "succeeded"
-    assert (finished["progress"]["fraction"], finished["progress"]["message"]) == (0.75, "almost done")
+    assert finished["state"] == "succeeded"  # complete, with the job's last words
+    assert (finished["progress"]["fraction"], finished["progress"]["message"]) == (1.0, "almost done")
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("file_objects")
+@pytest.mark.parametrize("outcome", ["succeeded", "failed", "canceled"])
+def test_progress__a_succeeded_run_reads_complete_a_failed_or_canceled_one_keeps_its_last(tenant, outcome):
+    run = start_run(create_schedule(tenant))
+    owner = dict(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence)
+    assert authority.record_progress(**owner, fraction=0.995, message="1990000 of 2000000 invoices")
+    last = api_run(tenant, run.id)["progress"]
+    if outcome == "succeeded":
+        publish(run, stage(run, b"invoices"))
+    else:
+        if outcome == "canceled":
+            authority.run_cancel(tenant=tenant, run_id=run.id)
+        authority.complete(**owner, outcome=outcome, error="stopped")
+
+    finished = api_run(tenant, run.id)
+    assert finished["state"] == outcome
+    if outcome == "succeeded":
+        assert finished["progress"] == {"fraction": 1.0, "message": "1990000 of 2000000 invoices",
+                                        "updatedAt": finished["finishedAt"]}
+    else:
+        assert finished["progress"] == last
 
 
 @pytest.mark.django_db

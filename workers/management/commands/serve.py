@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
@@ -32,9 +33,12 @@ def _die_with_parent():
 def service_commands(*, host: str, port: int, redis: bool) -> dict[str, list[str]]:
     manage = [sys.executable, "manage.py"]
     services = {
-        # Idle keep-alive connections would otherwise hold a stopping worker for 30 s.
+        # Idle keep-alive connections would otherwise hold a stopping worker for 30 s. The control
+        # socket is this installation's: gunicorn's default, one per user, is taken over by each
+        # new instance on the host and deleted when any of them stops.
         "web": [sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--bind", f"{host}:{port}",
-                "--workers", "2", "--threads", "4", "--graceful-timeout", "5", "--access-logfile", "-"],
+                "--workers", "2", "--threads", "4", "--graceful-timeout", "5", "--access-logfile", "-",
+                "--control-socket", str(settings.VAR_DIR / "gunicorn.ctl")],
         "scan": manage + ["scan"],
         "sweep": manage + ["sweep"],
         "effects": manage + ["effects"],
@@ -113,6 +117,12 @@ def _public_address(host: str, port: int) -> dict[str, str]:
     return {"PUBLIC_BASE_URL": f"http://{shown}:{port}", "ALLOWED_HOSTS": hosts}
 
 
+def _python_command() -> str:
+    """This interpreter as typed in the project directory: `.venv/bin/python` under `make run`."""
+    executable = Path(sys.executable)
+    return str(executable.relative_to(settings.BASE_DIR) if executable.is_relative_to(settings.BASE_DIR) else executable)
+
+
 class Command(BaseCommand):
     help = "Run API, admin, scanner, sweeper and workers (embedded pool, or relay + Celery with REDIS_URL)."
 
@@ -139,6 +149,8 @@ class Command(BaseCommand):
         for name in children.commands:
             children.start(name)
         self.stdout.write(f"serving on http://{host}:{port}/ with {', '.join(children.commands)}; Ctrl-C stops")
+        self.stdout.write(f"console on http://{host}:{port}/console/ for staff users; create one with "
+                          f"`{_python_command()} manage.py createsuperuser`")
         self._supervise(children, stop_requested)
         self.stdout.write(f"stopping {len(children.running)} services")
         killed = children.stop(STOP_GRACE_SECONDS)

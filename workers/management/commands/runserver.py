@@ -1,0 +1,27 @@
+"""`manage.py runserver`: Django's development server, static files included, as the web
+process: the same connection pool as gunicorn's (scheduler_project/wsgi.py) and the same
+signing key rule as `serve`."""
+
+import os
+
+from django.conf import settings
+from django.contrib.staticfiles.management.commands.runserver import Command as StaticFilesRunserver
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import CommandError
+
+from scheduler_project.connections import use_web_connection_pool
+from scheduler_project.startup import embedded_secret_key_ensure, require_secret_key
+
+
+class Command(StaticFilesRunserver):
+    def handle(self, *args, **options):
+        # Before its checks open a connection: wsgi.py, imported after them, then finds its pool in place.
+        use_web_connection_pool()
+        if settings.EMBEDDED_DATABASE and not os.environ.get("SECRET_KEY"):
+            embedded_secret_key_ensure(settings.EMBEDDED_SECRET_KEY_FILE)  # as `serve` does
+            settings.SECRET_KEY = settings.EMBEDDED_SECRET_KEY_FILE.read_text().strip()
+        try:
+            require_secret_key()
+        except ImproperlyConfigured as refused:
+            raise CommandError(str(refused)) from None
+        super().handle(*args, **options)
