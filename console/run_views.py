@@ -15,7 +15,7 @@ from runs.results import result_download
 from runs.selectors import history_watermark, tenant_runs_page
 from schedules.models import Tenant
 from scheduler_project.errors import DomainError
-from scheduler_project.http.representations import run_pending_reason
+from scheduler_project.http.representations import run_pending_reason, run_progress_representation
 
 
 @staff_only
@@ -40,12 +40,13 @@ def run_list(request):
 @staff_only
 def run_detail(request, run_id):
     run = get_object_or_404(Run.objects.select_related("schedule", "tenant"), id=run_id)
+    progress = run_progress_representation(run)  # as the API shows it: a succeeded run reads complete
     context = {
         "run": run,
         "pending_reason": run_pending_reason(run),
         "attempts": run.attempts.order_by("number"),
         "effects": run.effect_intents.order_by("created_at", "id"),
-        "progress_percent": round(run.progress_fraction * 100) if run.progress_fraction is not None else None,
+        "progress_percent": round(progress["fraction"] * 100) if progress else None,
     }
     return render(request, "console/run.html", context)
 
