@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from scheduler_project.startup import embedded_secret_key_ensure, require_secret_key
+from scheduler_project.startup import serve_secrets_ensure
 
 RESTART_BACKOFF_MAX = 30.0
 # Children get this long to exit after SIGTERM; whatever is left of their process groups is
@@ -120,10 +120,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
 
     def handle(self, *args, host, port, **options):
-        if settings.EMBEDDED_DATABASE and not os.environ.get("SECRET_KEY"):
-            embedded_secret_key_ensure(settings.EMBEDDED_SECRET_KEY_FILE)  # the children read it
-        else:
-            require_secret_key()
+        serve_secrets_ensure()
         metrics_dir = settings.VAR_DIR / "metrics"
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
