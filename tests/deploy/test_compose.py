@@ -17,11 +17,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 
-import dj_database_url
-import psycopg
 import pytest
 import redis
 
@@ -69,20 +66,6 @@ def test_compose__infrastructure_images_are_pinned_and_waited_for():
 def test_dockerignore__keeps_local_state_out_of_the_image():
     ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
     assert {".git", ".venv", "var", ".pytest_cache", ".hypothesis", "**/__pycache__"} <= ignored
-
-
-@pytest.fixture
-def fresh_database_url():
-    server = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
-    user = server["USER"] or "postgres"
-    auth = user + (f":{server['PASSWORD']}" if server["PASSWORD"] else "")
-    address = f"{server['HOST'] or '127.0.0.1'}:{server['PORT'] or 5432}"
-    name = f"compose_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql://{auth}@{address}/{name}"
-    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
