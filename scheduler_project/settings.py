@@ -165,8 +165,8 @@ SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", SECURE_SSL_REDIRECT)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SECURE_SSL_REDIRECT)
 # The request header a trusted proxy sets to "https" (e.g. X-Forwarded-Proto); only with a
 # proxy that overwrites it, or any client could claim HTTPS.
-_proxy_ssl_header = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip()
-SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+_proxy_ssl_header = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip().upper().replace("-", "_")
+SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header, "https") if _proxy_ssl_header else None
 
 # --- Logins (django-axes) ---------------------------------------------------------------
 # Failed logins to /admin/ and /console/ are counted in the database, per user name and per

@@ -38,7 +38,8 @@ def public_tables(database_url: str) -> list[str]:
 def test_make_run__server_database_without_a_real_secret_key__refused_before_anything_is_written(
     tmp_path, fresh_database_url, secret_key, refusal
 ):
-    env = {"DATABASE_URL": fresh_database_url, "REDIS_URL": os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")}
+    env = {"DATABASE_URL": fresh_database_url,
+           "REDIS_URL": os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")}
     if secret_key:
         env["SECRET_KEY"] = secret_key
     done = make_run(tmp_path, **env)
