@@ -30,6 +30,7 @@ $(VENV)/.installed-test: $(VENV)/.installed-run
 
 # `make run PORT=8001` serves on another port; result links in mail follow it.
 run: venv
+	$(PY) manage.py serve --check
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py ensure_object_store

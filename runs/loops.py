@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
 from runs import authority
-from scheduler_project.startup import require_secret_key
+from scheduler_project.startup import require_secrets
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class LoopCommand(BaseCommand):
         raise NotImplementedError
 
     def handle(self, *args, once, interval, **options):
-        require_secret_key()
+        require_secrets()
         log = logging.getLogger(f"scheduler.{self.name}")
 
         def step():

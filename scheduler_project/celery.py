@@ -26,13 +26,13 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 @beat_init.connect
-def _refuse_to_start_without_secret_key(**_):
+def _refuse_to_start_without_real_secrets(**_):
     from django.core.exceptions import ImproperlyConfigured
 
-    from scheduler_project.startup import require_secret_key
+    from scheduler_project.startup import require_secrets
 
     try:
-        require_secret_key()
+        require_secrets()
     except ImproperlyConfigured as exc:
         # Celery logs and swallows a handler's Exception; SystemExit stops the process.
         raise SystemExit(f"refusing to start: {exc}") from None

@@ -5,6 +5,7 @@ database-backed dispatch and no broker.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -17,18 +18,18 @@ VAR_DIR = Path(os.environ.get("SCHEDULER_VAR_DIR", BASE_DIR / "var"))
 
 
 def env_bool(name, default=False):
-    value = os.environ.get(name)
-    if value is None:
+    value = (os.environ.get(name) or "").strip().lower()
+    if not value:  # unset or empty
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    return value in {"1", "true", "yes", "on"}
 
 
 def env_int(name, default):
-    return int(os.environ.get(name, default))
+    return int(os.environ.get(name) or default)  # empty is unset, as compose's ${VAR:-} passes it
 
 
 def env_float(name, default):
-    return float(os.environ.get(name, default))
+    return float(os.environ.get(name) or default)
 
 
 def env_sizes(name, default=""):
@@ -64,6 +65,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and ReDoc as our own static files: the docs work offline
     "django_celery_beat",
+    "axes",  # failed logins to /admin/ and /console/, counted per user name and per address
     "schedules",
     "runs",
     "effects",
@@ -83,6 +85,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "scheduler_project.http.errors.DatabaseUnavailableMiddleware",
+    # Last, as django-axes asks: turns a refused login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "scheduler_project.urls"
@@ -147,6 +151,45 @@ if not SECRET_KEY and EMBEDDED_DATABASE and EMBEDDED_SECRET_KEY_FILE.exists():
     SECRET_KEY = EMBEDDED_SECRET_KEY_FILE.read_text().strip()
 if not SECRET_KEY and DEBUG:
     SECRET_KEY = "dev-only-insecure-secret-key"
+
+# --- HTTPS (production behind a TLS-terminating proxy: docs/operations.md, "Production settings") --
+# Off by default: `make run` and the tests serve plain HTTP on the loopback.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# Prometheus scrapes each web container directly, over the internal network.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# The cookies of the admin and console logins follow the redirect unless set on their own.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", SECURE_SSL_REDIRECT)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", SECURE_SSL_REDIRECT)
+# The request header a trusted proxy sets to "https" (e.g. X-Forwarded-Proto); only with a
+# proxy that overwrites it, or any client could claim HTTPS.
+_proxy_ssl_header = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip().upper().replace("-", "_")
+SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header, "https") if _proxy_ssl_header else None
+
+# --- Logins (django-axes) ---------------------------------------------------------------
+# Failed logins to /admin/ and /console/ are counted in the database, per user name and per
+# client address; at the limit either one is refused (429, even with the right password)
+# until the cool-off has passed without another failure. A success clears the count. API
+# tokens never pass through these backends.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_COOLOFF_MINUTES", 15))
+if AXES_FAILURE_LIMIT < 1 or AXES_COOLOFF_TIME <= timedelta(0):
+    raise ValueError("LOGIN_FAILURE_LIMIT must be at least 1 and LOGIN_COOLOFF_MINUTES above 0")
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "scheduler_project.http.login_lockout.login_locked_out"
+# Behind a proxy every login comes from the proxy's address: with this set, the address
+# counted is the one the proxy appended to X-Forwarded-For (its right-most entry; what a
+# client wrote there itself stays to the left). Only when a proxy always appends it.
+if env_bool("TRUST_X_FORWARDED_FOR", False):
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+    AXES_IPWARE_PROXY_ORDER = "right-most"
 
 # --- Time -------------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -350,6 +393,8 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "scheduler_project.http.api_docs.describe_job_type_params",
     ],
+    # One component for the resource classes, whether a field takes one or a list of them.
+    "ENUM_NAME_OVERRIDES": {"ResourceClassEnum": "schedules.models.ResourceClass.values"},
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -369,5 +414,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # django-axes says "BEGIN" at every process start; its failures and lockouts are warnings.
+        "axes": {"level": "WARNING"},
+    },
 }

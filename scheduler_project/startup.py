@@ -7,10 +7,15 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+# Every secret in .env.example is a value starting with this: copied unchanged, it is refused.
+PLACEHOLDER_PREFIX = "replace-"
+GENERATE_A_SECRET = "python3 -c 'import secrets; print(secrets.token_urlsafe(50))'"
 
-def require_secret_key() -> None:
+
+def require_secrets() -> None:
     """Refuse to start without a signing key (settings leave it empty when DEBUG is off and
-    none is configured): links and cursors signed with a known key could be forged."""
+    none is configured), or with a secret still at its .env.example placeholder: links and
+    cursors signed with a known key could be forged, a known metrics token opens /metrics."""
     try:
         configured = bool(settings.SECRET_KEY)
     except ImproperlyConfigured:  # Django's answer to reading an empty SECRET_KEY
@@ -18,9 +23,35 @@ def require_secret_key() -> None:
     if not configured:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. It signs result links and cursors: set it in the environment "
-            "(`python -c 'import secrets; print(secrets.token_urlsafe(50))'`). Only the embedded "
-            "`make run` generates one for itself, into var/secret-key."
+            f"(`{GENERATE_A_SECRET}`). Only the embedded `make run` generates one for itself, into var/secret-key."
         )
+    placeholders = [name for name, value in _configured_secrets().items() if value.startswith(PLACEHOLDER_PREFIX)]
+    if placeholders:
+        verb = "is" if len(placeholders) == 1 else "are"
+        raise ImproperlyConfigured(
+            f"{', '.join(placeholders)} {verb} still the placeholder of .env.example ({PLACEHOLDER_PREFIX}...): "
+            f"set a real value (`{GENERATE_A_SECRET}`)."
+        )
+
+
+def _configured_secrets() -> dict[str, str]:
+    """The secrets a scheduler process is given, by the name an operator sets."""
+    return {
+        "SECRET_KEY": settings.SECRET_KEY,
+        "METRICS_TOKEN": settings.METRICS_TOKEN,
+        "the password in DATABASE_URL": settings.DATABASES["default"].get("PASSWORD") or "",
+        "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        "EMAIL_HOST_PASSWORD": getattr(settings, "EMAIL_HOST_PASSWORD", ""),
+    }
+
+
+def serve_secrets_ensure() -> None:
+    """`manage.py serve` (`make run`): the embedded installation (SQLite, no SECRET_KEY set)
+    makes its own key; any other refuses to start without real secrets."""
+    if settings.EMBEDDED_DATABASE and not os.environ.get("SECRET_KEY"):
+        embedded_secret_key_ensure(settings.EMBEDDED_SECRET_KEY_FILE)  # the children read it
+    else:
+        require_secrets()
 
 
 def embedded_secret_key_ensure(path: Path) -> None:

@@ -11,6 +11,6 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 
 application = get_wsgi_application()
 
-from scheduler_project.startup import require_secret_key  # noqa: E402 - needs the settings above
+from scheduler_project.startup import require_secrets  # noqa: E402 - needs the settings above
 
-require_secret_key()
+require_secrets()

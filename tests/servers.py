@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import dj_database_url
+import psycopg
 import pytest
 import redis
 
@@ -254,6 +256,21 @@ class PgBouncer:
         if self.process is not None:
             stop_process(self.process)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_database_url():
+    """An empty PostgreSQL database beside the test run's, dropped afterwards."""
+    server = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
+    user = server["USER"] or "postgres"
+    auth = user + (f":{server['PASSWORD']}" if server["PASSWORD"] else "")
+    address = f"{server['HOST'] or '127.0.0.1'}:{server['PORT'] or 5432}"
+    name = f"fresh_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql://{auth}@{address}/{name}"
+    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from scheduler_project.startup import PLACEHOLDER_PREFIX
 from tests.deploy.compose import (
     DOTENV_EXAMPLE,
     ROOT,
@@ -67,12 +69,6 @@ def test_dockerignore__keeps_local_state_out_of_the_image():
 
 
 @pytest.fixture
-def fresh_database_url():
-    with fresh_postgresql_database("compose") as url:
-        yield url
-
-
-@pytest.fixture
 def redis_url():
     url = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
     redis.Redis.from_url(url).flushdb()
@@ -98,7 +94,9 @@ class ComposeRun:
         self.stand_ins = stand_ins
         self.service_stand_ins = service_stand_ins
         self.ports = {8000: free_port()}
-        self.dotenv = read_dotenv(DOTENV_EXAMPLE)  # what a user copies to .env
+        # What a user copies to .env, every placeholder replaced as they must.
+        self.dotenv = {key: secrets.token_urlsafe(32) if value.startswith(PLACEHOLDER_PREFIX) else value
+                       for key, value in read_dotenv(DOTENV_EXAMPLE).items()}
         self.image_var = tmp_path / "image-var"
         venv_bin = Path(sys.executable).parent
         self.base_env = image_environment() | {
@@ -204,7 +202,8 @@ def _check_the_running_system(run: ComposeRun, mail_dir: Path, public_s3: str) -
     wait_until(lambda: http(f"{base}/api/v1/schedules", token)[0] == 200, timeout=60, message="the web service")
     assert http(f"{base}/static/admin/css/base.css")[0] == 200, "static files were not collected into the image"
     assert http(f"{base}/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")[0] == 200
-    assert http(f"{base}/metrics")[0] == 200
+    assert http(f"{base}/metrics")[0] == 401
+    assert http(f"{base}/metrics", run.dotenv["METRICS_TOKEN"])[0] == 200
 
     # The bootstrap's first run goes relay → Redis → worker-short → S3, then effects → SMTP.
     schedule = json.loads(http(f"{base}/api/v1/schedules", token)[1])["results"][0]
@@ -226,14 +225,27 @@ def _check_the_running_system(run: ComposeRun, mail_dir: Path, public_s3: str) -
     assert set(run.replicas) == {s.name for s in compose_services().values() if s.built_here and not s.one_shot}
 
 
+SECRETS = {"SECRET_KEY", "POSTGRES_PASSWORD", "MINIO_ROOT_PASSWORD", "METRICS_TOKEN"}
+
+
 def test_compose__refuses_to_start_without_the_secrets_of_dotenv():
     services = compose_services()
     for name in ("web", "postgres", "minio"):
         with pytest.raises(MissingVariable):
             services[name].environment({})
     example = read_dotenv(DOTENV_EXAMPLE)
-    assert {"SECRET_KEY", "POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"} <= set(example)
+    assert SECRETS | {"MINIO_ROOT_USER"} <= set(example)
+    for secret in SECRETS:  # each one alone missing stops every scheduler service
+        with pytest.raises(MissingVariable, match=secret):
+            services["web"].environment({key: value for key, value in example.items() if key != secret} | {secret: ""})
     assert "change-me" not in str(services["web"].spec) and "minioadmin" not in str(services["minio"].spec)
+
+
+def test_dotenv_example__every_secret_is_a_placeholder_the_processes_refuse():
+    # scheduler_project.startup refuses these values; tests/test_secret_key.py starts the web
+    # process with .env.example copied unchanged.
+    example = read_dotenv(DOTENV_EXAMPLE)
+    assert {key for key in SECRETS if example[key].startswith(PLACEHOLDER_PREFIX)} == SECRETS
 
 
 def test_compose__only_the_web_port_is_published_beyond_this_host():

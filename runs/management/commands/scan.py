@@ -1,6 +1,6 @@
 from runs.loops import LoopCommand, scan_pass
 from runs.scanner import ScanLoop
-from scheduler_project.startup import require_secret_key
+from scheduler_project.startup import require_secrets
 
 
 def parse_buckets(text: str | None):
@@ -35,5 +35,5 @@ class Command(LoopCommand):
     def handle(self, *args, once, interval, buckets, batch_size, no_timers, **options):
         if once:
             return super().handle(*args, once=once, interval=interval, buckets=buckets, batch_size=batch_size)
-        require_secret_key()
+        require_secrets()
         ScanLoop(buckets=buckets, interval=interval, batch_size=batch_size, timers=not no_timers).run()

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.loops import Stopper
-from scheduler_project.startup import require_secret_key
+from scheduler_project.startup import require_secrets
 from workers.dispatch import EmbeddedDispatcher
 
 
@@ -23,7 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--poll-interval", type=float, default=0.2)
 
     def handle(self, *args, pools, poll_interval, **options):
-        require_secret_key()
+        require_secrets()
         try:
             pools = parse_pools(pools)
         except ValueError:

@@ -1,6 +1,6 @@
 """`manage.py runserver`: Django's development server, static files included, as the web
 process: the same connection pool as gunicorn's (scheduler_project/wsgi.py) and the same
-signing key rule as `serve`."""
+secrets rule as `serve`."""
 
 import os
 
@@ -10,18 +10,18 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
 from scheduler_project.connections import use_web_connection_pool
-from scheduler_project.startup import embedded_secret_key_ensure, require_secret_key
+from scheduler_project.startup import serve_secrets_ensure
 
 
 class Command(StaticFilesRunserver):
     def handle(self, *args, **options):
         # Before its checks open a connection: wsgi.py, imported after them, then finds its pool in place.
         use_web_connection_pool()
-        if settings.EMBEDDED_DATABASE and not os.environ.get("SECRET_KEY"):
-            embedded_secret_key_ensure(settings.EMBEDDED_SECRET_KEY_FILE)  # as `serve` does
-            settings.SECRET_KEY = settings.EMBEDDED_SECRET_KEY_FILE.read_text().strip()
         try:
-            require_secret_key()
+            serve_secrets_ensure()
         except ImproperlyConfigured as refused:
             raise CommandError(str(refused)) from None
+        if settings.EMBEDDED_DATABASE and not os.environ.get("SECRET_KEY"):
+            # The embedded key may have been made just now, after settings were read: serve with it.
+            settings.SECRET_KEY = settings.EMBEDDED_SECRET_KEY_FILE.read_text().strip()
         super().handle(*args, **options)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError
 
-from scheduler_project.startup import embedded_secret_key_ensure, require_secret_key
+from scheduler_project.startup import serve_secrets_ensure
 from workers.jobs.catalog import schedules_without_job_type
 
 RESTART_BACKOFF_MAX = 30.0
@@ -129,12 +130,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--check", action="store_true",
+                            help="only check what starting needs (the secrets), start nothing; `make run` does "
+                                 "it before it migrates, so a refused start writes nothing")
 
-    def handle(self, *args, host, port, **options):
-        if settings.EMBEDDED_DATABASE and not os.environ.get("SECRET_KEY"):
-            embedded_secret_key_ensure(settings.EMBEDDED_SECRET_KEY_FILE)  # the children read it
-        else:
-            require_secret_key()
+    def execute(self, *args, **options):
+        # Before Django's system checks, some of which read the database: a refused start is
+        # one line saying what to set, not warnings and a traceback.
+        try:
+            serve_secrets_ensure()
+        except ImproperlyConfigured as refused:
+            raise CommandError(str(refused)) from None
+        return super().execute(*args, **options | ({"skip_checks": True} if options["check"] else {}))
+
+    def handle(self, *args, host, port, check, **options):
+        if check:
+            return
         self._warn_schedules_without_job_type()
         metrics_dir = settings.VAR_DIR / "metrics"
         shutil.rmtree(metrics_dir, ignore_errors=True)
