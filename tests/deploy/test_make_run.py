@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from tests.deploy.compose import ROOT
-from tests.deploy.test_readme_try_it import fresh_shell_env
+from tests.deploy.test_readme_try_it import fresh_shell_env, installed_venv
 from tests.e2e.processes import PYTHON
 from tests.servers import free_port
 
@@ -16,9 +16,7 @@ from tests.servers import free_port
 def make_run(tmp_path, **env) -> subprocess.CompletedProcess:
     """`make run` from the repository, its var/ under tmp_path, with this interpreter's venv
     marked installed (as README's "Try it" test does)."""
-    venv = tmp_path / "venv"
-    venv.mkdir()
-    (venv / ".installed").touch()
+    venv = installed_venv(tmp_path)
     return subprocess.run(
         ["make", "--no-print-directory", "run", f"PORT={free_port()}", f"VENV={venv}", f"PY={PYTHON}"],
         cwd=ROOT, env=fresh_shell_env(tmp_path / "var") | env, capture_output=True, text=True, timeout=300,

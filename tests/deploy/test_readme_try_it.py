@@ -30,13 +30,19 @@ def try_it_commands() -> list[str]:
     return [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
 
 
+def installed_venv(tmp_path):
+    """A VENV for make under tmp_path, marked installed: make's PY (this interpreter) runs it."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed-run").touch()
+    return venv
+
+
 @pytest.fixture
 def make_run(tmp_path):
     """`make run PORT=<free port>` from the repository, its var/ under tmp_path. The venv is
     this interpreter's (`PY`), marked installed so make does not reinstall it."""
-    venv = tmp_path / "venv"
-    venv.mkdir()
-    (venv / ".installed-run").touch()
+    venv = installed_venv(tmp_path)
     port = free_port()
     processes = Processes(tmp_path, fresh_shell_env(tmp_path / "var"))
     make = processes.start("make-run", ["make", "--no-print-directory", "run", f"PORT={port}", f"VENV={venv}",
