@@ -33,9 +33,6 @@ def free_port() -> int:
 @contextmanager
 def fresh_postgresql_database(prefix: str):
     """The URL of a new, empty database on the test run's PostgreSQL server, dropped afterwards."""
-    import dj_database_url
-    import psycopg
-
     server = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
     user = server["USER"] or "postgres"
     auth = user + (f":{server['PASSWORD']}" if server["PASSWORD"] else "")
@@ -261,16 +258,8 @@ class PgBouncer:
 @pytest.fixture
 def fresh_database_url():
     """An empty PostgreSQL database beside the test run's, dropped afterwards."""
-    server = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
-    user = server["USER"] or "postgres"
-    auth = user + (f":{server['PASSWORD']}" if server["PASSWORD"] else "")
-    address = f"{server['HOST'] or '127.0.0.1'}:{server['PORT'] or 5432}"
-    name = f"fresh_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql://{auth}@{address}/{name}"
-    with psycopg.connect(f"postgresql://{auth}@{address}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgresql_database("fresh") as url:
+        yield url
 
 
 @contextmanager

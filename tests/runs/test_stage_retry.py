@@ -54,23 +54,15 @@ def test_stage__retry_with_the_same_bytes__adopts_the_written_version(tenant, ob
     assert run.result_version_id == written
 
 
-def test_stage__retry_with_other_bytes__refused_and_nothing_recorded(tenant, object_store):
+@pytest.mark.parametrize("data, content_type", [(b"second", "text/csv"), (b"first", "text/html")],
+                         ids=["other bytes", "the same bytes of another type"])
+def test_stage__retry_with_another_result__refused_and_nothing_recorded(tenant, object_store, data, content_type):
     run = start_run(create_schedule(tenant))
     key, _ = upload_then_lose_the_database(run, b"first")
 
     with pytest.raises(InvalidState, match="different result"):
         authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
-                               data=b"second", content_type="text/csv")
-    assert StoredObject.objects.get(key=key).version_id is None
-
-
-def test_stage__retry_with_the_same_bytes_of_another_type__refused(tenant, object_store):
-    run = start_run(create_schedule(tenant))
-    key, _ = upload_then_lose_the_database(run, b"first")
-
-    with pytest.raises(InvalidState, match="different result"):
-        authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
-                               data=b"first", content_type="text/html")
+                               data=data, content_type=content_type)
     assert StoredObject.objects.get(key=key).version_id is None
 
 
