@@ -80,8 +80,9 @@ def stage_results(uploads: list[Upload]) -> list[StoredObject | Exception]:
     record the versions and the jobs' file names. Repeating the same bytes returns the same
     object, also when the version of an earlier try was written but never recorded.
 
-    Per upload, in order: its staged object, or the exception that refused it (NotFound,
-    Forbidden, StaleFence, InvalidState, or the store's error). A database error raises.
+    Per upload, in order: its staged object, or the exception that refused it (ResultTooLarge,
+    NotFound, Forbidden, StaleFence, QuotaExceeded, InvalidState, or the store's error). A
+    database error raises.
     """
     answers: list[StoredObject | Exception | None] = [_too_large(upload) for upload in uploads]
     registered = register_uploads([upload for upload, refused in zip(uploads, answers) if refused is None])
