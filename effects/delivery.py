@@ -1,4 +1,5 @@
-"""Effect delivery: the only code that changes an effect intent's state.
+"""Effect delivery: the only code that changes an effect intent's state, each change a
+guarded write (``_write``: the intent as it was when locked, or a loud TransitionConflict).
 
 One delivery is three steps, and only the middle one touches the network:
 
@@ -33,6 +34,7 @@ from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from effects.quota import email_recipients_take
 from objectstore import ObjectMissing, download_filename, get_object_store
 from runs.authority.objects import object_pin
+from runs.authority.sql import transition
 from runs.backoff import retry_delay_seconds
 from scheduler_project.clock import authority_now
 from runs.models import ObjectState, StoredObject
@@ -110,10 +112,10 @@ def claim_next_delivery(
             latest = _latest_delivery(intent)
             if latest is not None and latest.finished_at is None:
                 # Its deadline passed without an outcome: the adapter stopped mid-request.
-                _record_abandoned(intent, latest, now)
+                _record_abandoned(intent, latest, now, _locked(intent))
                 stats.recovered += 1
                 continue
-            prepared = _start_delivery(intent, now)
+            prepared = _start_delivery(intent, now, _locked(intent))
             if prepared is not None:
                 return prepared
             stats.settled += 1
@@ -142,23 +144,39 @@ def _next_due(now, handled: list[str]) -> EffectIntent | None:
     return None
 
 
+# What a settlement or an operator may change on an intent (effects never change its target or result).
+WRITTEN = ("state", "next_attempt_at", "reason", "updated_at", "external_id", "delivery_count", "resolution")
+
+
+def _locked(intent: EffectIntent) -> tuple[str, int]:
+    """What the intent was when its row was locked: the guard of every write that follows."""
+    return intent.state, intent.delivery_count
+
+
+def _write(intent: EffectIntent, locked: tuple[str, int]) -> None:
+    """Write the intent's settlement, guarded by what it was when locked (``_locked``): a
+    write that finds it otherwise means a lock was not taken, and fails loudly
+    (TransitionConflict) instead of overwriting another process's outcome."""
+    state, delivery_count = locked
+    transition(intent, {"state": state, "delivery_count": delivery_count},
+               **{name: getattr(intent, name) for name in WRITTEN})
+
+
 def _latest_delivery(intent: EffectIntent) -> EffectDelivery | None:
     if not intent.delivery_count:
         return None
     return EffectDelivery.objects.select_for_update().filter(intent=intent, number=intent.delivery_count).first()
 
 
-def _record_abandoned(intent: EffectIntent, delivery: EffectDelivery, now) -> None:
-    delivery.finished_at = now
-    delivery.outcome = EffectState.UNCERTAIN
-    delivery.detail = "no outcome was recorded by the delivery deadline; the request may have reached the provider"
-    delivery.save(update_fields=["finished_at", "outcome", "detail"])
+def _record_abandoned(intent: EffectIntent, delivery: EffectDelivery, now, locked: tuple[str, int]) -> None:
+    transition(delivery, {"finished_at__isnull": True}, finished_at=now, outcome=EffectState.UNCERTAIN,
+               detail="no outcome was recorded by the delivery deadline; the request may have reached the provider")
     _settle(intent, adapters.UNCERTAIN, now)
-    intent.save()
+    _write(intent, locked)
     log.warning("effect %s: delivery %d abandoned mid-request, now %s", intent.action, delivery.number, intent.state)
 
 
-def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
+def _start_delivery(intent: EffectIntent, now, locked: tuple[str, int]) -> PreparedDelivery | None:
     run = intent.run
     target = intent.target or {}
     number = intent.delivery_count + 1
@@ -191,30 +209,31 @@ def _start_delivery(intent: EffectIntent, now) -> PreparedDelivery | None:
     missing = _missing_target(intent)
     if missing or obj is None or obj.state != ObjectState.REFERENCED:
         why = missing or "the result object has expired under the retention policy"
-        _settle_unsent(intent, prepared, now, adapters.SKIPPED if missing else adapters.FAILED, why)
+        _settle_unsent(intent, prepared, now, adapters.SKIPPED if missing else adapters.FAILED, why, locked)
         return None
     if intent.kind == EffectKind.EMAIL and not email_recipients_take(run.tenant_id, len(target["to"]), now):
         why = "the tenant's daily cap on email recipients is reached"
-        _settle_unsent(intent, prepared, now, adapters.FAILED, why, reason="quota_exceeded")
+        _settle_unsent(intent, prepared, now, adapters.FAILED, why, locked, reason="quota_exceeded")
         return None
     # Pin the exact version: cleanup leaves it alone while we read it and while a link we
     # hand out can still be used.
     object_pin(obj, now + timedelta(seconds=max(settings.EFFECT_INFLIGHT_SECONDS, link_seconds + 60)))
     delivery = EffectDelivery.objects.create(intent=intent, number=number, started_at=now, request=prepared.request)
     intent.next_attempt_at = now + timedelta(seconds=settings.EFFECT_INFLIGHT_SECONDS)
-    intent.save(update_fields=["delivery_count", "next_attempt_at", "updated_at"])
+    _write(intent, locked)
     prepared.delivery_id = delivery.id
     return prepared
 
 
-def _settle_unsent(intent: EffectIntent, prepared: PreparedDelivery, now, outcome: str, why: str, reason="") -> None:
+def _settle_unsent(intent: EffectIntent, prepared: PreparedDelivery, now, outcome: str, why: str,
+                   locked: tuple[str, int], reason="") -> None:
     """Settle without a provider request, recorded like any other delivery."""
     EffectDelivery.objects.create(
         intent=intent, number=prepared.number, started_at=now, finished_at=now, request=prepared.request,
         outcome=_delivery_state(outcome), detail=f"not submitted: {why}",
     )
     _settle(intent, outcome, now, reason=reason)
-    intent.save()
+    _write(intent, locked)
 
 
 def _missing_target(intent: EffectIntent) -> str:
@@ -283,20 +302,19 @@ def finish_delivery(p: PreparedDelivery, result: ProviderOutcome) -> None:
         if intent is None:
             log.warning("effect %s: intent removed while delivery %d was in flight", p.action, p.number)
             return
+        locked = _locked(intent)
         delivery = EffectDelivery.objects.select_for_update().get(id=p.delivery_id)
         # Even if a deadline recovery already called it uncertain, the real answer is better evidence.
-        delivery.finished_at = now
-        delivery.outcome = _delivery_state(result.outcome)
-        delivery.external_id = result.external_id[:300]
-        delivery.detail = result.detail[:10000]
-        delivery.save(update_fields=["finished_at", "outcome", "external_id", "detail"])
+        transition(delivery, {"intent_id": intent.id, "number": p.number}, finished_at=now,
+                   outcome=_delivery_state(result.outcome), external_id=result.external_id[:300],
+                   detail=result.detail[:10000])
         if result.outcome == adapters.SENT and intent.state != EffectState.SENT:
             intent.external_id = result.external_id[:300]
             _settle(intent, adapters.SENT, now)
         elif intent.delivery_count == p.number and intent.state not in SETTLED_STATES:
             _settle(intent, result.outcome, now, reason=result.reason)
         intent.updated_at = now
-        intent.save()
+        _write(intent, locked)
     log.info("effect %s: delivery %d %s (%s)", p.action, p.number, result.outcome, result.detail[:200])
 
 
@@ -362,7 +380,7 @@ def effect_resolve(*, action: str, resolution: str, actor: str = "operator", not
         if latest is not None and latest.finished_at is None:
             if latest.started_at + timedelta(seconds=settings.EFFECT_INFLIGHT_SECONDS) > now:
                 raise InvalidState("a delivery of this intent is in flight; wait for its outcome")
-            _record_abandoned(intent, latest, now)
+            _record_abandoned(intent, latest, now, _locked(intent))
         allowed = {
             "sent": (EffectState.PENDING, EffectState.UNCERTAIN, EffectState.FAILED),
             "failed": (EffectState.PENDING, EffectState.UNCERTAIN),
@@ -370,6 +388,7 @@ def effect_resolve(*, action: str, resolution: str, actor: str = "operator", not
         }[resolution]
         if intent.state not in allowed:
             raise InvalidState(f"the intent is {intent.state}; it cannot be resolved as {resolution}")
+        locked = _locked(intent)
         if resolution == "retry":
             intent.state, intent.next_attempt_at = EffectState.PENDING, None
         else:
@@ -378,5 +397,5 @@ def effect_resolve(*, action: str, resolution: str, actor: str = "operator", not
         entry = f"{instant(now)} {actor}: {resolution}" + (f" ({note})" if note else "")
         intent.resolution = f"{intent.resolution}\n{entry}".strip()
         intent.updated_at = now
-        intent.save()
+        _write(intent, locked)
     return intent

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from runs.authority.materialize import run_payload
-from runs.authority.operations import available_job_type, check_requested_work_quota, lock_requested_work_quota
+from runs.authority.locks import lock_tenant_quota
+from runs.authority.operations import available_job_type, check_requested_work_quota
 from runs.authority.sql import bulk_set
 from runs.authority.transitions import dispatch_intent
 from runs.catch_up import RUN_ALL_PER_CYCLE
@@ -38,7 +39,7 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
     if end <= start:
         raise InvalidRequest("to must be after from", field="to")
     with transaction.atomic(durable=True):
-        limit = lock_requested_work_quota(tenant)
+        limit = lock_tenant_quota(tenant)
         schedule = lock_schedule(schedule_id, tenant=tenant)
         now = authority_now()
         if end > now:

@@ -22,7 +22,7 @@ from runs.models import (
     RunState,
     StoredObject,
 )
-from schedules.locks import lock_schedule_then_run
+from runs.authority.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
 

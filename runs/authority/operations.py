@@ -4,10 +4,11 @@ from datetime import datetime
 
 from django.db import transaction
 
-from schedules.models import JobType, RequestKey, ScheduleRevision, Tenant
+from schedules.models import JobType, RequestKey, ScheduleRevision
 from schedules.celery_tasks import check_celery_task_allowed
 from schedules.specs import validate_params
-from schedules.locks import lock_schedule, lock_schedule_then_run
+from runs.authority.locks import lock_schedule_then_run, lock_tenant_quota
+from schedules.locks import lock_schedule
 from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
 from runs.authority.sql import bulk_set, transition
@@ -24,7 +25,7 @@ def run_once(
     the same key returns the same run if `request_hash` matches the request that carried it.
     Past the tenant's quota of requested work: QuotaExceeded, nothing created."""
     with transaction.atomic(durable=True):
-        limit = lock_requested_work_quota(tenant)
+        limit = lock_tenant_quota(tenant)
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = available_job_type(schedule)
         params = {**schedule.params, **(params or {})}
@@ -80,17 +81,8 @@ def available_job_type(schedule) -> JobType:
     return job_type
 
 
-def lock_requested_work_quota(tenant) -> int:
-    """Lock the tenant's row and read its quota of requested work waiting to be claimed
-    (maxPendingManualRuns). The tenant lock comes first (lock order): two requests cannot
-    both see room for the same runs."""
-    return Tenant.objects.select_for_update().filter(id=tenant.id).values_list(
-        "max_pending_manual_runs", flat=True
-    ).first()
-
-
 def check_requested_work_quota(tenant, limit: int, *, adding: int) -> None:
-    """The tenant (locked by lock_requested_work_quota) may hold at most `limit` requested
+    """The tenant (locked by locks.lock_tenant_quota) may hold at most `limit` requested
     runs (manual or backfilled, models.REQUESTED) not yet claimed: QuotaExceeded when
     `adding` more would pass it."""
     waiting = Run.objects.filter(REQUESTED, tenant=tenant, state__in=(RunState.PENDING, RunState.QUEUED))

@@ -44,3 +44,19 @@ def test_effects_pass__intents_settled_without_a_request__count_against_its_limi
     assert EffectIntent.objects.filter(state=EffectState.SKIPPED).count() == 2
     assert effects_pass(limit=2).settled == 1
     assert {i.state for i in EffectIntent.objects.filter(id__in=[i.id for i in pending])} == {EffectState.SKIPPED}
+
+
+def test_settlement__a_write_that_finds_the_intent_changed_since_its_lock_fails_loudly(tenant):
+    """Every change of an intent is guarded by what it was when locked: one that finds another
+    outcome recorded meanwhile (a lock not taken) raises instead of overwriting it."""
+    from effects.delivery import _locked, _write
+    from runs.authority.sql import TransitionConflict
+
+    [intent] = intents(tenant, 1)
+    locked = _locked(intent)
+    EffectIntent.objects.filter(id=intent.id).update(state=EffectState.SENT)  # another process settled it
+    intent.state = EffectState.FAILED
+
+    with pytest.raises(TransitionConflict):
+        _write(intent, locked)
+    assert EffectIntent.objects.get(id=intent.id).state == EffectState.SENT
