@@ -4,7 +4,7 @@ whose email is `uncertain` (the SMTP sink stalls after accepting it), a running 
 progress."""
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 
@@ -104,7 +104,3 @@ def seed_history(tenant) -> Schedule:
     schedule.refresh_from_db()
     return schedule
 
-
-def quarter_hours_ago(schedule: Schedule, index: int) -> datetime:
-    """The scheduled instant of HISTORY[index]."""
-    return Run.objects.filter(schedule=schedule).order_by("scheduled_at")[index].scheduled_at.astimezone(timezone.utc)

@@ -97,10 +97,13 @@ def grow(tenant, schedules: int, *, offset: int, also=()) -> list[str]:
 
     ids = list(also) + [create_schedule(tenant, cron="*/5 * * * *", name=f"grown-{offset}-{i}",
                                         zone="America/New_York" if i % 2 else "UTC").id for i in range(schedules)]
-    insert_runs(10 * len(ids), tenant_id=tenant.id, schedule_ids=ids, state="failed",
-                due="now() - interval '2 hours'", extra=f"f{offset}x", offset=offset)
-    insert_runs(len(ids), tenant_id=tenant.id, schedule_ids=ids, state="queued",
-                due="now() - interval '1 hour'", extra=f"q{offset}x", offset=offset)
+    def hours_ago(hours: int) -> str:
+        return f"now() - interval '{hours} hours'" if connection.vendor == "postgresql" else f"'now', '-{hours} hours'"
+
+    insert_runs(10 * len(ids), tenant_id=tenant.id, schedule_ids=ids, state="failed", due=hours_ago(2),
+                extra=f"f{offset}x", offset=offset)
+    insert_runs(len(ids), tenant_id=tenant.id, schedule_ids=ids, state="queued", due=hours_ago(1),
+                extra=f"q{offset}x", offset=offset)
     now = authority_now()
     EffectIntent.objects.bulk_create(
         EffectIntent(action=f"send-{run_id}", run_id=run_id, kind="email", result_key="k", result_checksum="c",
