@@ -188,9 +188,13 @@ def time_ticks(low: datetime, high: datetime, zone_name: str, most: int = 10) ->
     zone = zone_named(zone_name) or UTC
     step = next((s for s in STEPS if (high - low) / s <= most), STEPS[-1])
     local_low = low.astimezone(zone).replace(tzinfo=None)
+    months = {timedelta(days=30): 1, timedelta(days=91): 3, timedelta(days=365): 12}.get(step, 0)
     if step < timedelta(days=1):
         midnight = local_low.replace(hour=0, minute=0, second=0, microsecond=0)
         cursor = midnight + ((local_low - midnight) // step + 1) * step
+    elif months:  # calendar months and years, from the first of a month
+        first = local_low.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        cursor = _add_months(first, months - (first.month - 1) % months)
     else:
         cursor = local_low.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
     ticks, last_day = [], None
@@ -200,11 +204,21 @@ def time_ticks(low: datetime, high: datetime, zone_name: str, most: int = 10) ->
             break
         if instant >= low and (not ticks or instant > ticks[-1][0]):
             day = cursor.date()
-            if step >= timedelta(days=1):
+            if months == 12:
+                label = cursor.strftime("%Y")
+            elif months:
+                label = cursor.strftime("%Y-%m")
+            elif step >= timedelta(days=1):
                 label = cursor.strftime("%Y-%m-%d")
             else:
                 label = cursor.strftime("%H:%M") if day == last_day else cursor.strftime("%m-%d %H:%M")
             ticks.append((instant, label, day != last_day or step >= timedelta(days=1)))
             last_day = day
-        cursor += step
+        cursor = _add_months(cursor, months) if months else cursor + step
     return ticks
+
+
+def _add_months(moment: datetime, months: int) -> datetime:
+    """The first of the month `months` after `moment`'s month (`moment` is a month's first)."""
+    index = moment.month - 1 + months
+    return moment.replace(year=moment.year + index // 12, month=index % 12 + 1)

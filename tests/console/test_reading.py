@@ -167,3 +167,15 @@ def test_overview__a_failing_schedule_since_its_first_failure_after_the_last_suc
     assert f'datetime="{last_success:%Y-%m-%dT%H:%M:%SZ}"' in row
     assert "<td>never</td>" in table  # never-succeeded: its one outcome failed
     assert f'data-schedule="{recovered.id}"' not in table  # failed, then succeeded
+
+
+@pytest.mark.parametrize("days, labels", [
+    (3650, [str(year) for year in range(2027, 2037)]),  # New Years
+    (200, [f"2027-{month:02d}" for month in range(1, 7)]),  # firsts of months
+    (2 / 24, ["12-04 18:00", "18:15", "18:30", "18:45", "19:00", "19:15", "19:30", "19:45"]),  # the date where it starts
+])
+def test_time_axis__ticks_at_round_wall_clock_times_of_the_zone(days, labels):
+    from console.svg import time_ticks
+
+    start = datetime(2026, 12, 4, 22, 55, tzinfo=timezone.utc)  # 17:55 in New York
+    assert [label for _, label, _ in time_ticks(start, start + timedelta(days=days), "America/New_York")] == labels
