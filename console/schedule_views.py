@@ -1,5 +1,6 @@
-"""Schedules: a searchable keyset-paged list and a schedule's page (run history timeline,
-revisions) with pause, resume and run-now through the API's services."""
+"""Schedules: a searchable keyset-paged list and a schedule's page (its recent and coming
+occurrences on one time axis, the history, revisions) with pause, resume and run-now
+through the API's services."""
 
 from django.db.models import Q
 from django.shortcuts import get_object_or_404, render
@@ -8,16 +9,17 @@ from django.views.decorators.http import require_POST
 
 from console import filters
 from console.access import act, staff_only
-from console.svg import run_timeline
-from console.words import rule_in_words
+from console.timeline import counts, marks, occurrence_axis
+from console.words import rule_in_words, rule_syntax, zone_of
 from runs.authority import run_once, schedule_resume
 from runs.selectors import history_watermark, runs_page
 from schedules import recurrence
 from schedules.models import Schedule, Tenant
 from schedules.services import schedule_pause
-from scheduler_project.clock import authority_now, instant
+from scheduler_project.clock import authority_now
 
-PREVIEW = 5
+PREVIEW = 5  # next instants in the list
+COMING = 10  # next instants on a schedule's time axis
 HISTORY = 30
 
 
@@ -41,9 +43,8 @@ def schedule_list(request):
     page = list(schedules.order_by("id")[: filters.PAGE_SIZE + 1])
     more = len(page) > filters.PAGE_SIZE
     page = page[: filters.PAGE_SIZE]
-    now = authority_now()
     context = {
-        "rows": [_row(schedule, now) for schedule in page],
+        "rows": [_row(schedule) for schedule in page],
         "next": page[-1].id if more else "",
         "tenants": Tenant.objects.order_by("name").values_list("id", "name"),
         "filters": {"q": query, "tenant": tenant, "paused": paused},
@@ -51,22 +52,21 @@ def schedule_list(request):
     return render(request, "console/schedules.html", context)
 
 
-def _row(schedule: Schedule, now) -> dict:
-    zone = (schedule.recurrence or {}).get("timezone") or "UTC"
-    return {"schedule": schedule, "words": rule_in_words(schedule.recurrence), "zone": zone,
-            "instants": _next_instants(schedule, now)}
+def _row(schedule: Schedule, count: int = PREVIEW) -> dict:
+    return {"schedule": schedule, "words": rule_in_words(schedule.recurrence),
+            "syntax": rule_syntax(schedule.recurrence), "zone": zone_of(schedule.recurrence),
+            "instants": _next_instants(schedule, count)}
 
 
-def _next_instants(schedule: Schedule, now) -> list[tuple[str, str]]:
-    """(local, UTC) of the next five instants; none while paused or deleted."""
+def _next_instants(schedule: Schedule, count: int) -> list:
+    """The next `count` instants (UTC datetimes); none while paused or deleted."""
     if schedule.next_run_at is None:
         return []
     try:
         rule = recurrence.parse_rule(schedule.recurrence, anchor_required=False).anchored(schedule.next_run_at)
     except (recurrence.RecurrenceError, TypeError, ValueError):
         return []
-    instants = [schedule.next_run_at, *recurrence.preview(rule, schedule.next_run_at, PREVIEW - 1)]
-    return [(recurrence.render_local(rule.timezone, at) or "-", instant(at)) for at in instants]
+    return [schedule.next_run_at, *recurrence.preview(rule, schedule.next_run_at, count - 1)]
 
 
 @staff_only
@@ -74,15 +74,26 @@ def schedule_detail(request, schedule_id):
     schedule = get_object_or_404(Schedule.objects.select_related("tenant", "job_type"), id=schedule_id)
     before = filters.keyset(request.GET, "before")
     runs = runs_page(schedule=schedule, upper_bound=history_watermark(), after=before, limit=HISTORY)
+    now = authority_now()
+    row = _row(schedule, COMING)
+    # The axis shows the newest runs with what comes next; an older page shows its runs alone.
+    found = marks(runs, row["instants"] if before is None else [], row["zone"], now)
     context = {
         "schedule": schedule,
-        "row": _row(schedule, authority_now()),
+        "row": row,
+        "preview": row["instants"][:PREVIEW],
         "runs": runs,
-        "timeline": run_timeline(list(reversed(runs))),
+        "axis": occurrence_axis(found, row["zone"], now),
+        "legend": counts(found),
         "next": filters.keyset_value(runs[-1].scheduled_at, runs[-1].id) if len(runs) == HISTORY else "",
-        "revisions": schedule.revisions.order_by("-revision")[:20],
+        "revisions": [_revision(revision) for revision in schedule.revisions.order_by("-revision")[:20]],
     }
     return render(request, "console/schedule.html", context)
+
+
+def _revision(revision) -> dict:
+    rule = revision.payload.get("recurrence") if isinstance(revision.payload, dict) else None
+    return {"revision": revision, "words": rule_in_words(rule), "syntax": rule_syntax(rule), "zone": zone_of(rule)}
 
 
 @require_POST

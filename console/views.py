@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 
 from console import filters
 from console.access import act, actor, staff_only
+from console.attention import failing_now, job_types_unavailable, late_now
 from console.forecast import next_24_hours
 from console.overview import health, lateness_by_tenant_and_class, state_counts
 from console.svg import CLASS_COLORS, forecast_chart, lateness_chart
@@ -28,10 +29,15 @@ class ConsoleLoginView(LoginView):
 @staff_only
 def overview(request):
     now = authority_now()
+    lateness = lateness_by_tenant_and_class(now)
     context = {
         "now": now,
+        "late": late_now(now),
+        "failing": failing_now(now),
+        "unavailable": job_types_unavailable(),
+        "breaches": [row for row in lateness if row.breach],
         "counts": state_counts(now),
-        "lateness": lateness_by_tenant_and_class(now),
+        "lateness": lateness,
         "objective": settings.CONSOLE_START_OBJECTIVE_SECONDS,
         "health": health(now),
     }
@@ -59,7 +65,7 @@ def next_day(request):
 @staff_only
 def uncertain_effects(request):
     after = filters.keyset(request.GET, "after")
-    intents = EffectIntent.objects.filter(state=EffectState.UNCERTAIN).select_related("run")
+    intents = EffectIntent.objects.filter(state=EffectState.UNCERTAIN).select_related("run__schedule")
     if after is not None:
         intents = intents.filter(Q(created_at__gt=after[0]) | Q(created_at=after[0], id__gt=after[1]))
     page = list(intents.order_by("created_at", "id")[: filters.PAGE_SIZE + 1])

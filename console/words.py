@@ -1,8 +1,44 @@
-"""A schedule's rule in words, as the console lists it: "at 09:00 on Mon-Fri (America/New_York)"."""
+"""What a rule and an instant read like on the console's pages: a rule in words ("every 5
+minutes (UTC)", "at 09:00 on Mon-Fri (America/New_York)") next to its own syntax, and an
+instant on the wall clock of the schedule's zone with the zone named.
+
+A cron rule is described from its expanded value sets, not from its text: `*/5`,
+`0-59/5` and an imported `0,5,10,...,55` are the same set, so they read the same."""
+
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
 
 from schedules.recurrence import RecurrenceError, parse_rule
+from schedules.recurrence.cron import compile_cron
 
-DAYS = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+DAYS = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
+MONTHS = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+LISTED = 6  # at most this many times of day are listed one by one
+
+
+def zone_of(recurrence) -> str:
+    """The zone a schedule's instants are shown in: its rule's (UTC when the rule names none)."""
+    zone = recurrence.get("timezone") if isinstance(recurrence, dict) else None
+    return zone if isinstance(zone, str) and zone_named(zone) is not None else "UTC"
+
+
+def local(instant: datetime, zone_name: str) -> tuple[str, str]:
+    """(`2026-12-07 09:00:00`, `EST`): `instant` on the wall clock of `zone_name` and the
+    zone's abbreviation then; UTC for a zone this host does not know."""
+    zone = zone_named(zone_name) or timezone.utc
+    try:
+        moment = instant.astimezone(zone)
+    except (OverflowError, ValueError):
+        moment = instant.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S"), moment.tzname() or zone_name
+
+
+def zone_named(name: str):
+    """The ZoneInfo of `name`, or None when this host does not know it."""
+    try:
+        return ZoneInfo(name)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        return None
 
 
 def rule_in_words(recurrence: dict) -> str:
@@ -12,48 +48,133 @@ def rule_in_words(recurrence: dict) -> str:
         return "unreadable rule"
     zone = f" ({rule.timezone})"
     if rule.kind == "interval":
-        return f"every {_duration(rule.every_seconds)}"
+        return f"every {duration(rule.every_seconds)}"
     if rule.kind == "once":
-        return f"once at {rule.at:%Y-%m-%d %H:%M:%S} UTC"
+        at, abbreviation = local(rule.at, rule.timezone)
+        return f"once, at {at} {abbreviation}"
     if rule.kind == "after_completion":
-        return f"{_duration(rule.delay_seconds)} after the previous run ends"
-    return _cron_words(rule.cron) + zone
+        return f"{duration(rule.delay_seconds)} after the previous run ends"
+    return cron_in_words(rule.cron) + zone
 
 
-def _duration(seconds: int) -> str:
+def rule_syntax(recurrence: dict) -> str:
+    """The rule as written: the cron expression itself, or the fields of another kind."""
+    if not isinstance(recurrence, dict):
+        return "-"
+    if recurrence.get("kind") == "cron":
+        return f"cron {recurrence.get('cron')}"
+    fields = " ".join(f"{key}={value}" for key, value in recurrence.items() if key not in ("kind", "timezone"))
+    return f"{recurrence.get('kind')} {fields}".strip()
+
+
+def duration(seconds: float) -> str:
+    """`5 minutes`, `hour`, `90 seconds`: a whole unit when it divides, else seconds."""
+    seconds = int(seconds)
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds % size == 0:
+        if seconds and seconds % size == 0:
             count = seconds // size
             return f"{count} {unit}s" if count != 1 else unit
     return f"{seconds} seconds" if seconds != 1 else "second"
 
 
-def _cron_words(cron: str) -> str:
-    fields = cron.split()
-    if len(fields) != 5:
+def cron_in_words(cron: str) -> str:
+    try:
+        spec = compile_cron(cron)
+    except (RecurrenceError, ValueError):
         return f"cron {cron}"
-    minute, hour, dom, month, dow = fields
-    if (dom, month) != ("*", "*"):
-        return f"cron {cron}"
-    if minute.isdigit() and hour.isdigit():
-        when = f"at {int(hour):02d}:{int(minute):02d}"
-    elif minute == "*" and hour == "*":
-        when = "every minute"
-    elif minute.startswith("*/") and minute[2:].isdigit() and hour == "*":
-        when = f"every {minute[2:]} minutes"
-    elif minute.isdigit() and hour == "*":
-        when = f"every hour at :{int(minute):02d}"
-    else:
-        return f"cron {cron}"
-    return when + _days(dow)
+    minutes, hours = list(spec.minutes), list(spec.hours)
+    when, repeating = _time_of_day(minutes, hours)
+    days = _days(spec)
+    months = "" if len(spec.months) == 12 else " in " + _listed([MONTHS[m] for m in spec.months], spec.months)
+    if not days and not months:
+        return when if repeating else f"{when} every day"
+    return f"{when}{days}{months}"
 
 
-def _days(dow: str) -> str:
-    if dow == "*":
-        return " every day"
-    if "-" in dow and all(part.isdigit() and int(part) <= 7 for part in dow.split("-", 1)):
-        start, end = (int(part) for part in dow.split("-", 1))
-        return f" on {DAYS[start]}-{DAYS[end]}"
-    if all(part.isdigit() and int(part) <= 7 for part in dow.split(",")):
-        return " on " + ", ".join(DAYS[int(part)] for part in dow.split(","))
-    return f" on days {dow}"
+def _time_of_day(minutes: list[int], hours: list[int]) -> tuple[str, bool]:
+    """The time-of-day part, and whether it already repeats within the day."""
+    every_hour = len(hours) == 24
+    hour_span = "" if every_hour else _hour_span(hours, minutes)
+    if len(minutes) == 60:
+        return ("every minute" + hour_span), True
+    if len(minutes) * len(hours) <= LISTED:
+        times = [f"{h:02d}:{m:02d}" for h in hours for m in minutes]
+        return "at " + _and(times), False
+    step = _step(minutes, 60)
+    if step and (every_hour or hour_span):
+        start = f" from :{minutes[0]:02d}" if minutes[0] and not hour_span else ""
+        return f"every {step} minutes{start}{hour_span}", True
+    if len(minutes) == 1:
+        hour_step = _step(hours, 24)
+        if every_hour:
+            return f"every hour at :{minutes[0]:02d}", True
+        if hour_span:
+            return f"every hour{hour_span}", True
+        if hour_step:
+            return f"every {hour_step} hours from {hours[0]:02d}:{minutes[0]:02d}", True
+        return f"at :{minutes[0]:02d} past hours {_ranges(hours)}", True
+    past = "every hour" if every_hour else f"hours {_ranges(hours)}"
+    return f"at minutes {_ranges(minutes)} past {past}", True
+
+
+def _hour_span(hours: list[int], minutes: list[int]) -> str:
+    """` from 09:00 to 17:55` when the hours are one run of consecutive hours."""
+    if hours != list(range(hours[0], hours[-1] + 1)):
+        return ""
+    return f" from {hours[0]:02d}:{minutes[0]:02d} to {hours[-1]:02d}:{minutes[-1]:02d}"
+
+
+def _step(values: list[int], size: int) -> int:
+    """n when `values` is every n-th value from the first one to the end of the field."""
+    if len(values) < 2:
+        return 0
+    step = values[1] - values[0]
+    return step if values == list(range(values[0], size, step)) else 0
+
+
+def _days(spec) -> str:
+    weekdays = " on " + _weekdays(sorted(spec.weekdays)) if spec.weekday_restricted else ""
+    month_days = (f" on day{'s' if len(spec.days) > 1 else ''} {_ranges(list(spec.days))} of the month"
+                  if spec.day_restricted else "")
+    if weekdays and month_days:  # Vixie cron: either day field matching is enough
+        return f"{month_days} or{weekdays}"
+    return weekdays or month_days
+
+
+def _weekdays(days: list[int]) -> str:
+    if len(days) > 2 and days == list(range(days[0], days[-1] + 1)):
+        return f"{DAYS[days[0]]}-{DAYS[days[-1]]}"
+    return ", ".join(DAYS[day] for day in days)
+
+
+def _ranges(values: list[int]) -> str:
+    """`1-5, 10, 15`."""
+    parts, start = [], values[0]
+    for previous, value in zip(values, values[1:] + [None]):
+        if value is None or value != previous + 1:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+            start = value
+    return ", ".join(parts)
+
+
+def _listed(names: list[str], values) -> str:
+    values = list(values)
+    if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
+        return f"{names[0]}-{names[-1]}"
+    return ", ".join(names)
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def elapsed(seconds: float) -> str:
+    """`0.4 s`, `12 s`, `3 min 4 s`, `2 h 5 min`, `3 d 4 h`: a span as a person reads it."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    seconds = int(seconds)
+    for big, big_size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "min", 60), ("min", 60, "s", 1)):
+        if seconds >= big_size:
+            rest = (seconds % big_size) // small_size
+            return f"{seconds // big_size} {big}" + (f" {rest} {small}" if rest else "")
+    return f"{seconds} s"

@@ -1,7 +1,9 @@
-"""Headless Chromium (Debian's `chromium` and `chromium-driver`) driven by Selenium, with
-screenshots saved under var/test-artifacts/console/. Without the packages the browser tests
+"""Headless Chromium (Debian's `chromium` and `chromium-driver`) driven by Selenium in a
+1366 x 768 window (the laptop screen a console is judged on), with whole-page screenshots at
+that width saved under var/test-artifacts/console/. Without the packages the browser tests
 are skipped on a developer's machine and fail in CI (bin/ensure-services installs them)."""
 
+import base64
 import json
 import os
 import shutil
@@ -12,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "var" / "test-artifacts" / "console"
 CHROMIUM = ("chromium", "chromium-browser")
+WIDTH, HEIGHT = 1366, 768
 
 
 def _binary(names) -> str | None:
@@ -34,24 +37,48 @@ def chromium_driver(*, offline: bool = False):
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1600,1000"):
+                     f"--window-size={WIDTH},{HEIGHT}"):
         options.add_argument(argument)
+    logs = {"browser": "ALL"}  # console errors
     if offline:
         options.add_argument("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1")
-        options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+        logs["performance"] = "ALL"  # every request the page made
+    options.set_capability("goog:loggingPrefs", logs)
+    session = webdriver.Chrome(service=Service(executable_path=driver), options=options)
+    # The page's viewport itself is 1366 x 768, whatever the window around it measures.
+    session.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
+    return session
 
 
 def screenshot(driver, name: str) -> Path:
+    """The whole page at the window's width (1366): as tall as the document, never wider."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    # The whole page: widen to the document so the 24-hour chart is in the picture.
-    width = driver.execute_script("return Math.max(document.body.scrollWidth, 1600)")
-    height = driver.execute_script("return Math.max(document.body.scrollHeight, 1000)")
-    driver.set_window_size(width, height)
-    driver.save_screenshot(str(path))
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1}})
+    path.write_bytes(base64.b64decode(shot["data"]))
     print(f"screenshot: {path}")
     return path
+
+
+def layout_faults(driver) -> list[str]:
+    """What is wrong with the page as laid out in the 1366-pixel window: a horizontal
+    scrollbar, an instant broken over two lines, a console error."""
+    faults = []
+    scroll, client = driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    if scroll > client:
+        faults.append(f"horizontal scrollbar: scrollWidth {scroll} > clientWidth {client}")
+    wrapped = driver.execute_script(
+        "return [...document.querySelectorAll('time.instant')]"
+        ".filter(t => t.getClientRects().length > 1).map(t => t.textContent)")
+    faults += [f"instant wrapped: {text}" for text in wrapped]
+    faults += [f"console {entry['level']}: {entry['message']}" for entry in driver.get_log("browser")
+               if entry["level"] in ("SEVERE", "WARNING")]
+    return faults
 
 
 def click_and_wait(driver, element, timeout: float = 10) -> None:

@@ -1,7 +1,7 @@
 import pytest
 from django.test import Client
 
-from tests.console.seed import seed_world, staff_user
+from tests.console.seed import seed_history, seed_world, staff_user
 from tests.effects.conftest import effect_settings, smtp_server  # noqa: F401  (real SMTP sink)
 
 
@@ -18,3 +18,9 @@ def staff_client(db):
     client = Client()
     client.force_login(staff_user("staff-only"))
     return client
+
+
+@pytest.fixture
+def history(world):
+    """billing-sync and its eight quarter hours (tests.console.seed.HISTORY), in the world's tenant."""
+    return seed_history(world.tenant)

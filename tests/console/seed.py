@@ -11,8 +11,10 @@ from django.contrib.auth import get_user_model
 from effects.delivery import effects_pass
 from effects.models import EffectIntent
 from runs import authority
-from runs.models import Run
-from tests.authority_steps import create_schedule, make_due, succeeded_run
+from runs.models import Attempt, Run, RunState, SkipReason
+from scheduler_project.clock import authority_now
+from schedules.models import Schedule
+from tests.authority_steps import create_schedule, make_due, publish, stage, start_run, succeeded_run
 from tests.factories import make_tenant
 
 # What fills the next 24 hours: three schedules every quarter hour (short), one hourly at :30 (long).
@@ -63,3 +65,42 @@ def _started_late(tenant, seconds: float, index: int) -> Run:
 def lateness_of(runs) -> list[float]:
     return sorted((Run.objects.get(id=r.id).started_at - Run.objects.get(id=r.id).scheduled_at).total_seconds()
                   for r in runs)
+
+
+# A quarter-hourly schedule in New York whose last eight instants, oldest first, went so; the
+# eighth is running now.
+HISTORY = ("succeeded", "succeeded", "succeeded", "succeeded", "failed", "skipped", "failed", "running")
+FAILURE = "partner API answered 503"
+
+
+def seed_history(tenant) -> Schedule:
+    """`billing-sync`, every 15 minutes in America/New_York, with HISTORY through the real
+    authority (claims, results, failures; the skipped instant as the scanner writes it), each
+    run moved onto its quarter hour as time passing would have put it."""
+    schedule = create_schedule(tenant, cron="*/15 * * * *", name="billing-sync", zone="America/New_York")
+    now = authority_now()
+    current = now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0)
+    first = current - timedelta(minutes=15 * (len(HISTORY) - 1))
+    for index, state in enumerate(HISTORY):
+        at = first + timedelta(minutes=15 * index)
+        if state == "skipped":
+            Run.objects.create(schedule=schedule, tenant=tenant, revision=1, job_type="demo.sleep",
+                               resource_class="short", state=RunState.SKIPPED, skip_reason=SkipReason.MISFIRE,
+                               skipped_count=1, skipped_through=at, scheduled_at=at, due_at=at, created_at=at,
+                               finished_at=at + timedelta(minutes=2))
+            continue
+        run = start_run(schedule)
+        if state == "succeeded":
+            publish(run, stage(run, b"ok\n"))
+        elif state == "failed":
+            authority.complete(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence, outcome="failed",
+                               error=FAILURE)
+        started = at + timedelta(seconds=1.5 + index)
+        finished = None if state == "running" else started + timedelta(seconds=20 + 5 * index)
+        Run.objects.filter(id=run.id).update(scheduled_at=at, due_at=at, created_at=at, started_at=started,
+                                             finished_at=finished)
+        Attempt.objects.filter(run_id=run.id).update(started_at=started, finished_at=finished)
+    Schedule.objects.filter(id=schedule.id).update(next_run_at=current + timedelta(minutes=15))
+    schedule.refresh_from_db()
+    return schedule
+

@@ -1,16 +1,22 @@
-"""A person at the console, in a real headless Chromium against the live server: logs in
-as staff, opens every page over runs seeded through the services, and checks what is on
-the screen. Screenshots: var/test-artifacts/console/*.png."""
+"""A person at the console, in a real headless Chromium with a 1366 x 768 window against the
+live server: logs in as staff, opens every page over runs seeded through the services, and
+checks what is on the screen, and that each page fits the window (no horizontal scrollbar,
+no instant broken over two lines) without a browser console error. Screenshots of each
+whole page: var/test-artifacts/console/*.png."""
+
+from datetime import timedelta
 
 import pytest
 from selenium.webdriver.common.by import By
 
 from console.forecast import next_24_hours
 from effects.models import EffectIntent
+from runs import authority
 from runs.capacity.live import slots_report
 from scheduler_project.clock import authority_now
-from tests.console.browser import chromium_driver, click_and_wait, screenshot
-from tests.console.seed import lateness_of
+from tests.authority_steps import create_schedule, make_due
+from tests.console.browser import chromium_driver, click_and_wait, layout_faults, screenshot
+from tests.console.seed import FAILURE, HISTORY, lateness_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,15 +41,36 @@ def text_of(driver, css: str) -> str:
     return driver.find_element(By.CSS_SELECTOR, css).text
 
 
+def looks_right(driver, name: str) -> None:
+    """The page fits the 1366-pixel window, without a console error; a screenshot of it."""
+    screenshot(driver, name)
+    assert layout_faults(driver) == []
+
+
+def test_browser__overview_first_says_what_is_late_or_failing_and_since_when(browser, world, history, live_server):
+    late = create_schedule(world.tenant, name="invoices", zone="Europe/Paris")
+    make_due(late, ago=timedelta(minutes=3))
+    authority.materialize_due()  # queued, 3 minutes past due: late
+    browser.get(f"{live_server.url}/console/")
+    attention = browser.find_element(By.ID, "attention")
+    assert attention.location["y"] < browser.find_element(By.ID, "count-pending").location["y"]  # first
+    assert attention.text.startswith("Needs attention now:")
+    assert "1 run waiting more than 10 s past due, the oldest since" in attention.text
+    assert "1 schedule failing (last run failed), the longest since" in attention.text
+    assert text_of(browser, "#failing tr[data-schedule] td a") == "billing-sync"
+    assert text_of(browser, "#late tr[data-run] td a") == "invoices"
+    looks_right(browser, "overview-attention")
+
+
 def test_browser__overview_shows_the_lateness_in_the_database(browser, world, live_server):
-    assert browser.find_element(By.TAG_NAME, "h1").text == "Overview"
+    assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Overview")
     row = browser.find_element(By.CSS_SELECTOR, '#lateness tr[data-tenant="acme"][data-class="short"]')
     started = lateness_of(world.late_runs + [world.report_run, world.running_run])
     assert row.find_element(By.CSS_SELECTOR, "td.p50").text == f"{round(started[2], 3)}".rstrip("0").rstrip(".")
     assert "over objective" in row.find_element(By.CSS_SELECTOR, "td.p99").text
     assert "breach" in row.get_attribute("class")
     assert browser.find_element(By.CSS_SELECTOR, "#uncertain-effects .figure").text == "1"
-    screenshot(browser, "overview")
+    looks_right(browser, "overview")
 
 
 def test_browser__next_24_hours_draws_one_bar_per_due_minute(browser, world, live_server):
@@ -56,7 +83,7 @@ def test_browser__next_24_hours_draws_one_bar_per_due_minute(browser, world, liv
         minute, resource_class = bar.get_attribute("data-minute"), bar.get_attribute("data-class")
         drawn[(minute, resource_class)] = int(bar.get_attribute("data-count"))
         rendered = bar.size["height"]  # what the browser laid out, in CSS pixels
-        assert rendered == pytest.approx(int(bar.get_attribute("data-count")) * 200 / 4, abs=1)
+        assert rendered == pytest.approx(int(bar.get_attribute("data-count")) * 200 / 4, abs=1)  # scale 0-4
     # Every quarter hour: three short runs; at :30 one long. The current quarter hour may have
     # passed since the schedules were created: 95 or 96 quarter hours, 23 or 24 half past.
     short_minutes = {m for (m, c) in drawn if c == "short"}
@@ -67,11 +94,14 @@ def test_browser__next_24_hours_draws_one_bar_per_due_minute(browser, world, liv
     assert text_of(browser, "#forecast-total") == str(forecast.total())
     line = browser.find_element(By.CSS_SELECTOR, '#forecast-chart line.live-slots[data-class="short"]')
     assert line.get_attribute("data-slots") == "2"
-    chart_top = browser.find_element(By.ID, "forecast-chart").location["y"]
-    assert line.location["y"] - chart_top == pytest.approx(200 - 2 * 200 / 4, abs=2)  # where the browser drew it
+    zero = browser.find_element(By.CSS_SELECTOR, "#forecast-chart line.grid").location["y"]  # the 0 gridline
+    assert zero - line.location["y"] == pytest.approx(2 * 200 / 4, abs=2)  # where the browser drew it
+    ticks = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#forecast-chart text.tick")]
+    assert ticks[:5] == ["0", "1", "2", "3", "4"] and len(ticks) == 5 + 12  # due per minute; every 2 hours
+    assert [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#lateness-chart text.tick")][0] == "0 s"
     points = browser.find_elements(By.CSS_SELECTOR, '#lateness-chart circle.p99[data-class="short"]')
     assert len(points) == len(short_minutes) and points[-1].get_attribute("data-p99") == "5"
-    screenshot(browser, "next-24-hours")
+    looks_right(browser, "next-24-hours")
 
 
 def test_browser__schedules_search_and_schedule_page(browser, world, live_server):
@@ -81,16 +111,42 @@ def test_browser__schedules_search_and_schedule_page(browser, world, live_server
     click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, "#schedule-search button"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#schedules tr[data-schedule]")
     assert len(rows) == 1 and "every hour at :30" in rows[0].text
-    assert len(rows[0].find_elements(By.CSS_SELECTOR, "td.instants div")) == 5
-    screenshot(browser, "schedules")
+    assert len(rows[0].find_elements(By.CSS_SELECTOR, "td.instants time.instant")) == 5
+    looks_right(browser, "schedules")
     click_and_wait(browser, rows[0].find_element(By.TAG_NAME, "a"))
     click_and_wait(browser, browser.find_element(By.ID, "pause"))
     assert text_of(browser, "#paused-state").startswith("paused since")
     click_and_wait(browser, browser.find_element(By.ID, "resume"))
     assert text_of(browser, "#paused-state") == "active"
     browser.get(f"{live_server.url}/console/schedules/{world.report_run.schedule_id}/")
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#run-timeline rect.execution")) == 1
-    screenshot(browser, "schedule")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#occurrence-axis rect.execution")) == 1
+    looks_right(browser, "schedule-yearly")
+
+
+def test_browser__schedule_page_shows_recent_and_coming_on_one_axis(browser, history, live_server):
+    browser.get(f"{live_server.url}/console/schedules/{history.id}/")
+    marks = browser.find_elements(By.CSS_SELECTOR, "#occurrence-axis .occurrence")
+    states = [mark.get_attribute("data-state") for mark in marks]
+    assert states == list(HISTORY) + ["planned"] * 10  # oldest first, then the next ten instants
+    xs = [mark.rect["x"] for mark in marks]
+    assert xs == sorted(xs) and xs[-1] - xs[0] > 900  # one time axis across the chart
+    now = browser.find_element(By.ID, "now-line").rect["x"]
+    assert xs[len(HISTORY) - 1] <= now <= xs[len(HISTORY)]  # now between the running run and the first planned
+    assert "skipped (misfire)" in marks[5].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    assert FAILURE in marks[6].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    legend = {item.get_attribute("data-state"): item.text for item in browser.find_elements(By.CSS_SELECTOR, "#legend .legend-item")}
+    assert legend == {"failed": "failed 2", "skipped": "skipped 1", "running": "running 1", "succeeded": "succeeded 4",
+                      "planned": "planned 10"}
+    assert "time in America/New_York" in text_of(browser, "#occurrence-axis")
+    assert text_of(browser, "#rule .words") == "every 15 minutes (America/New_York)"
+    looks_right(browser, "schedule")
+
+
+def test_browser__runs_list_names_schedules(browser, history, live_server):
+    browser.get(f"{live_server.url}/console/runs/")
+    cells = browser.find_elements(By.CSS_SELECTOR, "#runs td.schedule a")
+    assert "billing-sync" in {cell.text for cell in cells}
+    looks_right(browser, "runs")
 
 
 def test_browser__run_page_shows_attempts_effects_and_progress(browser, world, live_server):
@@ -99,16 +155,16 @@ def test_browser__run_page_shows_attempts_effects_and_progress(browser, world, l
     assert text_of(browser, "#effects .effect-state") == "uncertain"
     assert len(browser.find_elements(By.CSS_SELECTOR, "#attempts tr")) == 2  # header and attempt 1
     assert browser.find_element(By.ID, "result-link").get_attribute("href").endswith(f"/runs/{world.report_run.id}/result/")
-    screenshot(browser, "run")
+    looks_right(browser, "run")
     browser.get(f"{live_server.url}/console/runs/{world.running_run.id}/")
     assert browser.find_element(By.ID, "progress").get_attribute("data-percent") == "40"
-    screenshot(browser, "run-in-progress")
+    looks_right(browser, "run-in-progress")
 
 
 def test_browser__resolve_button_moves_an_effect_from_uncertain_to_sent(browser, world, live_server):
     browser.get(f"{live_server.url}/console/effects/")
     row = browser.find_element(By.CSS_SELECTOR, f'tr[data-effect="{world.uncertain.id}"]')
-    screenshot(browser, "uncertain-effects")
+    looks_right(browser, "uncertain-effects")
     click_and_wait(browser, row.find_element(By.CSS_SELECTOR, "button.resolve-sent"))
     assert "No effect is uncertain." in text_of(browser, "#uncertain")
     assert "sent (by operator)" in text_of(browser, ".messages")
@@ -116,4 +172,4 @@ def test_browser__resolve_button_moves_an_effect_from_uncertain_to_sent(browser,
     assert intent.state == "sent" and intent.resolution.endswith("console:operator: sent")
     browser.get(f"{live_server.url}/console/runs/{world.report_run.id}/")
     assert text_of(browser, "#effects .effect-state") == "sent"
-    screenshot(browser, "effect-resolved")
+    looks_right(browser, "effect-resolved")

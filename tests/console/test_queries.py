@@ -86,3 +86,56 @@ def test_overview__expired_leases_of_the_last_hour_from_the_attempts_index(long_
     assert table_reads("runs_attempt", ROWS_READ) - before < 50
     scans = scans_of(captured(queries, "runs_attempt", r"expired"), "runs_attempt")
     assert len(scans) == 1 and scans[0][1] == "attempt_expired_idx"
+
+
+def grow(tenant, schedules: int, *, offset: int, also=()) -> list[str]:
+    """`schedules` more schedules (New York and UTC), and over them and `also`: 10 failed runs
+    each, two hours ago, each failed run with an uncertain email, and one queued run each, an
+    hour late."""
+    from effects.models import EffectIntent, EffectState
+    from tests.authority_steps import insert_runs
+
+    ids = list(also) + [create_schedule(tenant, cron="*/5 * * * *", name=f"grown-{offset}-{i}",
+                                        zone="America/New_York" if i % 2 else "UTC").id for i in range(schedules)]
+    def hours_ago(hours: int) -> str:
+        return f"now() - interval '{hours} hours'" if connection.vendor == "postgresql" else f"'now', '-{hours} hours'"
+
+    insert_runs(10 * len(ids), tenant_id=tenant.id, schedule_ids=ids, state="failed", due=hours_ago(2),
+                extra=f"f{offset}x", offset=offset)
+    insert_runs(len(ids), tenant_id=tenant.id, schedule_ids=ids, state="queued", due=hours_ago(1),
+                extra=f"q{offset}x", offset=offset)
+    now = authority_now()
+    EffectIntent.objects.bulk_create(
+        EffectIntent(action=f"send-{run_id}", run_id=run_id, kind="email", result_key="k", result_checksum="c",
+                     state=EffectState.UNCERTAIN, created_at=now, updated_at=now)
+        for run_id in Run.objects.filter(tenant=tenant, state="failed", id__startswith=f"run_f{offset}x")
+        .values_list("id", flat=True))
+    return ids
+
+
+def test_pages__their_queries_do_not_grow_with_the_rows_they_show(tenant, staff_client):
+    """Every page reads a fixed number of statements: no query per row (per run, per
+    schedule, per effect, per failing schedule) on any page."""
+    first = grow(tenant, 2, offset=0)
+    run = Run.objects.filter(schedule_id=first[0]).order_by("-scheduled_at").first()
+    pages = ["/console/", "/console/next-24-hours/", "/console/schedules/", f"/console/schedules/{first[0]}/",
+             f"/console/runs/?tenant={tenant.id}", f"/console/runs/?tenant={tenant.id}&state=failed",
+             f"/console/runs/{run.id}/", "/console/effects/"]
+
+    def statements() -> dict[str, int]:
+        counted = {}
+        for url in pages:
+            with CaptureQueriesContext(connection) as queries:
+                page = staff_client.get(url)
+            assert page.status_code == 200, url
+            counted[url] = len(queries)
+        return counted
+
+    few = statements()
+    grow(tenant, 30, offset=1000, also=first)
+    many = statements()
+    assert many == few
+    page = staff_client.get("/console/").content.decode()
+    assert re.search(r'<li id="late-summary"><b>34</b> runs waiting', page)  # 2 + 30 + the first 2 again
+    assert re.search(r'<li id="failing-summary"><b>32</b> schedules failing', page)
+    assert page.count('<tr data-schedule="') == 10 and page.count('<tr data-run="') == 10  # the first ten of each
