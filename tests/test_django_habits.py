@@ -91,10 +91,10 @@ def test_runserver__answers_http_through_the_database(installation):
         assert (Path(installation["SCHEDULER_VAR_DIR"]) / "secret-key").is_file()
 
 
-def test_runserver_on_postgresql_without_secret_key__refused_in_one_line(installation):
-    if "DATABASE_URL" not in installation:
-        pytest.skip("the embedded mode generates its key into var/")
-    without_key = {k: v for k, v in installation.items() if k != "SECRET_KEY"}
-    done = manage(without_key, "runserver", f"127.0.0.1:{free_port()}")
+def test_runserver_on_postgresql_without_secret_key__refused_in_one_line(tmp_path):
+    """(The embedded mode makes its own key: test_runserver__answers_http_through_the_database.)"""
+    with fresh_postgresql_database("habits_no_key") as url:
+        without_key = fresh_shell_env(tmp_path / "var") | {"DATABASE_URL": url}
+        done = manage(without_key, "runserver", f"127.0.0.1:{free_port()}")
     assert done.returncode != 0
     assert len(done.stderr.strip().splitlines()) == 1 and "SECRET_KEY is not set" in done.stderr, done.stderr
