@@ -123,7 +123,8 @@ def same_instants(rule: recurrence.Rule) -> recurrence.Rule:
 
 
 def occurrence_instants(source: Source, start: datetime, end: datetime, first: datetime | None = None,
-                        walked: list[datetime] | None = None, budget: Budget = UNLIMITED) -> list[tuple[datetime, datetime]]:
+                        walked: list[datetime] | None = None,
+                        budget: Budget = UNLIMITED) -> list[tuple[datetime, datetime]]:
     """(nominal instant, due instant) of one schedule's occurrences due in [start, end), each
     due at its jittered instant, from its next instant `first` on (None: every one). A jitter
     may push an occurrence of an instant just before `start` into the range: looked for too.
@@ -152,7 +153,10 @@ def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: da
     if rule.kind == "after_completion":
         return [first] if first is not None and start <= first < end else []
     lowest = start if first is None else max(start, first)
-    instants = rule_instants(rule, lowest, end, budget) if walked is None else walked[bisect.bisect_left(walked, lowest):]
+    if walked is None:
+        instants = rule_instants(rule, lowest, end, budget)
+    else:
+        instants = walked[bisect.bisect_left(walked, lowest):]
     if first is not None and start <= first < end and (not instants or instants[0] != first):
         instants.insert(0, first)
     return instants
@@ -181,7 +185,8 @@ def live_sources(*, exclude: str | None = None, before: datetime | None = None,
             continue
         rule_key = json.dumps(rule.to_dict(), sort_keys=True)
         for schedule_id in ids:
-            key = (schedule_id if jitter else None, tenant_id, job_type, rc, rule_key, own.get(schedule_id), bool(strict))
+            key = (schedule_id if jitter else None, tenant_id, job_type, rc, rule_key, own.get(schedule_id),
+                   bool(strict))
             groups[key].append((schedule_id, jitter, next_run_at, rule))
     sources = []
     for (_, tenant_id, job_type, rc, _, duration, strict), members in groups.items():
@@ -222,8 +227,9 @@ def _live_rows(rows) -> list[tuple]:
                     output_field=BooleanField()),
     ).values("tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds", "next_run_at",
              "strict")
+    # A stable order: the same forecast each time.
     rows = rows.annotate(ids=_Joined("id")).order_by("next_run_at", "tenant_id", "job_type_id", "rule", "anchor",
-                                                     "jitter_seconds", "strict")  # a stable order: the same forecast each time
+                                                     "jitter_seconds", "strict")
     return [(ids.split(","), *rest) for ids, *rest in rows.values_list(
         "ids", "tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds",
         "next_run_at", "strict")]
@@ -266,7 +272,8 @@ def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = Non
         jitter = bool(source.jitter_seconds)
         key = (json.dumps(source.rule.to_dict(), sort_keys=True), jitter)
         if key not in resolved:
-            resolved[key] = rule_instants(source.rule, start - timedelta(seconds=MAX_JITTER_SECONDS * jitter), end, walk)
+            earliest = start - timedelta(seconds=MAX_JITTER_SECONDS * jitter)
+            resolved[key] = rule_instants(source.rule, earliest, end, walk)
         if jitter:
             due.extend(d for first in firsts for d in source_due(source, start, end, first, resolved[key], walk))
         else:
