@@ -186,12 +186,17 @@ class _Claim:
         that takes fewer than its share (its limit, or the reserve) is passed over after."""
         exhausted = set()
         while self.free:
-            order = sorted(((tenant, waiting) for tenant, waiting in self.waiting.items() if tenant not in exhausted),
-                           key=lambda item: (not item[1].strict, item[1].first_at(), str(item[0])))
-            loads = [TenantLoad(tenant, self.claimants.weight(tenant), self.running[tenant],
-                                min(self.claimants.max_running(tenant), self.running[tenant] + waiting.count))
-                     for tenant, waiting in order]
-            shares = allocate_slots(loads, self.free)
+            waiting = [(tenant, queue) for tenant, queue in self.waiting.items() if tenant not in exhausted]
+            if len(waiting) == 1:  # the common case: no one to share with
+                tenant, queue = waiting[0]
+                share = min(self.free, queue.count, self.claimants.max_running(tenant) - self.running[tenant])
+                shares = {tenant: share} if share > 0 else {}
+            else:
+                waiting.sort(key=lambda item: (not item[1].strict, item[1].first_at(), str(item[0])))
+                shares = allocate_slots([
+                    TenantLoad(tenant, self.claimants.weight(tenant), self.running[tenant],
+                               min(self.claimants.max_running(tenant), self.running[tenant] + queue.count))
+                    for tenant, queue in waiting], self.free)
             if not shares:
                 return
             for tenant, share in shares.items():
@@ -329,7 +334,24 @@ def slots_needed(arrivals: list[Arrival], objective: float, *, percentile: float
             return False
         return True
 
-    return fewest(meets, low=1, high=total) + busy  # one slot per occurrence starts each at its instant
+    # As many slots as runs would be running at once if each started at its instant start each
+    # on time (more for the reserve: ordinary runs get only their share); never more than one each.
+    high = min(total, math.ceil(concurrency(arrivals) / (1 - claimants.reserved_share)) + 1)
+    return fewest(meets, low=1, high=high) + busy
+
+
+def concurrency(arrivals: list[Arrival]) -> int:
+    """The most runs of `arrivals` running at once, each from its instant for its duration."""
+    changes: Counter = Counter()
+    for a in arrivals:
+        if a.duration > 0:
+            changes[a.at] += a.count
+            changes[a.at + a.duration] -= a.count
+    running = most = 0
+    for at in sorted(changes):
+        running += changes[at]
+        most = max(most, running)
+    return most
 
 
 def fewest(meets, *, low: int, high: int) -> int:
