@@ -8,9 +8,10 @@ promise without it past that promise (`promises`).
 
 Its own promise is checked over its instants in the next CAPACITY_ADMISSION_HORIZON_SECONDS
 (at most MAX_CHECKED_INSTANTS, fewer when the range up to them is more than the budget
-simulates), each at every offset its jitter may give it: that answer does not depend on
-the schedule's id. The other promises meet its runs where they will really
-fall (the offsets its id draws).
+simulates), each at every offset its jitter may give it: that answer does not depend on the
+schedule's id. The other promises meet its runs where they will really fall (the offsets its
+id draws). The simulation covers the checked instants from WARM_UP_SECONDS (plus the
+deadline) before the first of them, or from now.
 
 No writer waits for the computation: admit_start_deadline runs outside any transaction and
 returns an Admission, which the transaction writing the schedule confirms (Admission.confirm)
@@ -28,7 +29,7 @@ from django.conf import settings
 from django.db.models import F
 
 from runs.capacity import promises
-from runs.capacity.demand import DemandTooLarge, Source, occurrences_due, rule_instants, source_due
+from runs.capacity.demand import Budget, DemandTooLarge, Source, occurrences_due, rule_instants, source_due
 from runs.capacity.forecast import class_work, claimants, expected_durations
 from runs.capacity.live import live_slots
 from runs.capacity.statistics import schedule_durations
@@ -41,6 +42,13 @@ MAX_CHECKED_INSTANTS = 100
 JITTER_LADDER = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 PROBE = "probe"
 PROBE_BUDGET = 5000  # probes per simulation over all instants checked; each instant gets at least 101
+# What comes due this long (plus the deadline) before the first instant checked is simulated;
+# what comes due earlier is not. In a class the schedules keep busy, the slots are full again
+# within a run's duration of the warm-up's start, and another tenant's ordinary backlog
+# changes nothing of a strict run's turn (its tenant's share, strict runs first): what
+# is left out is strict work due before the warm-up and still waiting after it, which a kept
+# promise does not leave.
+WARM_UP_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -162,21 +170,24 @@ class _Check:
     @classmethod
     def read(cls, schedule, job_type, rule, jitter: int, deadline: int, steps: Steps,
              most: int = MAX_CHECKED_INSTANTS) -> "_Check | None":
-        start = authority_now()
-        instants = rule_instants(rule, start, start + timedelta(seconds=settings.CAPACITY_ADMISSION_HORIZON_SECONDS))
+        now = authority_now()
+        instants = rule_instants(rule, now, now + timedelta(seconds=settings.CAPACITY_ADMISSION_HORIZON_SECONDS))
         instants = instants[:most]
         if not instants:
             return None
         rc = job_type.resource_class
+        # The simulation starts a warm-up before the first instant checked, or now.
+        start = max(now, instants[0] - timedelta(seconds=WARM_UP_SECONDS + deadline))
         end = instants[-1] + timedelta(seconds=max(JITTER_LADDER) + 1)
+        walk = Budget(steps.left)
         try:
-            due = occurrences_due(start, end, exclude=schedule.id, durations=schedule_durations, budget=steps.left)
+            due = occurrences_due(start, end, exclude=schedule.id, durations=schedule_durations, budget=walk)
         except DemandTooLarge as error:
             raise SimulationTooLong(0.0) from error
+        steps.spend(walk.walked)
         due = [d for d in due if d.resource_class == rc]
-        steps.spend(len(due))
         expected = expected_durations({d.job_type for d in due} | {job_type.name})
-        work = class_work(start, due, expected, None)[rc]
+        work = class_work(start, due, expected, None, under_way=start == now)[rc]
         slots = live_slots().get(rc, 0)
         own = schedule_durations([schedule.id]).get(schedule.id, expected[job_type.name])  # an edit's own history
         candidate = Source(schedule.id, schedule.tenant_id, job_type.name, rc, rule, jitter, own, strict=True)

@@ -96,8 +96,9 @@ class Budget:
 UNLIMITED = Budget(None)
 
 
-def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime, budget: Budget = UNLIMITED) -> list[datetime]:
-    """The rule's nominal instants in [start, end)."""
+def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime, budget: Budget = UNLIMITED,
+                  most: int | None = None) -> list[datetime]:
+    """The rule's nominal instants in [start, end) (the first `most` of them)."""
     end = min(end, recurrence.LATEST + _TICK)
     if rule.kind == "interval":  # by arithmetic: a every-second rule over a day is 86,400 instants
         first = recurrence.first_not_before(rule, start)
@@ -105,10 +106,12 @@ def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime, budget:
             return []
         step = timedelta(seconds=rule.every_seconds)
         count = -((first - end) // step)
+        count = count if most is None else min(count, most)
         budget.take(count)
         return [first + k * step for k in range(count)]
     room = budget.room()
-    found = recurrence.instants_between(rule, start - _TICK, end - _TICK, 10**9 if room is None else room + 1)
+    limit = min(10**9 if room is None else room + 1, 10**9 if most is None else most)
+    found = recurrence.instants_between(rule, start - _TICK, end - _TICK, limit)
     budget.take(len(found))
     return [at for at in found if at < end]
 
@@ -123,14 +126,18 @@ def same_instants(rule: recurrence.Rule) -> recurrence.Rule:
 
 
 def occurrence_instants(source: Source, start: datetime, end: datetime, first: datetime | None = None,
-                        walked: list[datetime] | None = None,
-                        budget: Budget = UNLIMITED) -> list[tuple[datetime, datetime]]:
+                        walked: list[datetime] | None = None, budget: Budget = UNLIMITED,
+                        most: int | None = None) -> list[tuple[datetime, datetime]]:
     """(nominal instant, due instant) of one schedule's occurrences due in [start, end), each
     due at its jittered instant, from its next instant `first` on (None: every one). A jitter
     may push an occurrence of an instant just before `start` into the range: looked for too.
     `walked`, given, holds the rule's instants from MAX_JITTER_SECONDS before `start` to `end`
-    (walked once for every schedule of the rule)."""
-    instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first, walked, budget)
+    (walked once for every schedule of the rule). With `most`, only the first `most` nominal
+    instants are drawn."""
+    instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first, walked, budget,
+                           most)
+    if most is not None:
+        instants = instants[:most]
     if walked is not None:  # each jittered schedule draws each of its instants: they count too
         budget.take(len(instants))
     pairs = ((at, jittered(source.schedule_id, at, source.jitter_seconds)) for at in instants)
@@ -146,7 +153,8 @@ def source_due(source: Source, start: datetime, end: datetime, first: datetime |
 
 
 def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: datetime | None,
-                walked: list[datetime] | None = None, budget: Budget = UNLIMITED) -> list[datetime]:
+                walked: list[datetime] | None = None, budget: Budget = UNLIMITED,
+                most: int | None = None) -> list[datetime]:
     """The instants a schedule whose next instant is `first` has in [start, end): `first`
     itself (after_completion, or off the rule's grid) and the rule's from it on (read from
     `walked`, the rule's instants from before `start` to `end`, when given)."""
@@ -154,7 +162,7 @@ def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: da
         return [first] if first is not None and start <= first < end else []
     lowest = start if first is None else max(start, first)
     if walked is None:
-        instants = rule_instants(rule, lowest, end, budget)
+        instants = rule_instants(rule, lowest, end, budget, most)
     else:
         instants = walked[bisect.bisect_left(walked, lowest):]
     if first is not None and start <= first < end and (not instants or instants[0] != first):
@@ -257,11 +265,12 @@ def strict_schedules(resource_class: str, *, exclude: str | None, before: dateti
 
 
 def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = None,
-                    extra: list[Source] = (), durations=None, budget: int | None = None) -> list[Due]:
+                    extra: list[Source] = (), durations=None, budget: Budget = UNLIMITED) -> list[Due]:
     """Every occurrence due in [start, end): the live schedules' (but `exclude`) from their
     next instants, `extra`'s from `start`, and the materialized ones (`materialized_due`).
-    With `budget`, at most that many instants are walked (else DemandTooLarge)."""
-    walk = Budget(budget)
+    Each instant walked and each occurrence counted is taken from `budget` (DemandTooLarge
+    when it runs out)."""
+    walk = budget
     resolved: dict[tuple, list[datetime]] = {}  # each rule walked once (twice with jitter: from earlier)
     due: list[Due] = materialized_due(start, end, durations=durations)
     live = live_sources(exclude=exclude, before=end, durations=durations)
@@ -277,6 +286,7 @@ def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = Non
         if jitter:
             due.extend(d for first in firsts for d in source_due(source, start, end, first, resolved[key], walk))
         else:
+            walk.take(len(resolved[key]))
             due.extend(_shared_due(source, resolved[key], firsts, start, end))
     return due
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from runs.capacity.demand import Due, DemandTooLarge, occurrences_due
+from runs.capacity.demand import Budget, DemandTooLarge, Due, occurrences_due
 from runs.capacity.live import capacity_by_class
 from runs.capacity.statistics import runtime_statistics, schedule_durations
 from runs.capacity.waves import Arrival, Busy, Claimants, Lateness, SimulationTooLong, Steps, simulate, slots_needed
@@ -129,9 +129,10 @@ def _required(part: "_Work", objective: float, claim: Claimants, steps, until: f
 
 def range_work(start: datetime, end: datetime, tenant_id: str | None, steps=None) -> dict[str, "_Work"]:
     """Each class's arrivals in [start, end) and busy slots, each run with its expected duration."""
-    due = occurrences_due(start, end, durations=schedule_durations, budget=None if steps is None else steps.left)
+    walk = Budget(None if steps is None else steps.left)
+    due = occurrences_due(start, end, durations=schedule_durations, budget=walk)
     if steps is not None:
-        steps.spend(len(due))
+        steps.spend(walk.walked)
     expected = expected_durations({d.job_type for d in due} | _running_job_types())
     return class_work(start, due, expected, tenant_id)
 
@@ -152,10 +153,11 @@ def claimants(part: "_Work", *more: str) -> Claimants:
     return Claimants({tenant: (weight, limit) for tenant, weight, limit in rows}, settings.STRICT_RESERVED_SHARE)
 
 
-def class_work(start, due: list[Due], expected: dict, tenant_id) -> dict[str, _Work]:
-    """`due` and the runs under way (running: busy slots; queued and overdue: the backlog) as
-    each class's arrivals and busy slots, each run expected to take its schedule's own mean
-    (schedule_durations) or its job type's, each of its tenant and strict or not."""
+def class_work(start, due: list[Due], expected: dict, tenant_id, *, under_way: bool = True) -> dict[str, _Work]:
+    """`due` and (with `under_way`: the range starts now) the runs under way (running: busy
+    slots; queued and overdue: the backlog) as each class's arrivals and busy slots, each run
+    expected to take its schedule's own mean (schedule_durations) or its job type's, each of
+    its tenant and strict or not."""
     work: dict[str, _Work] = defaultdict(_Work)
     arrivals: dict[str, Counter] = defaultdict(Counter)  # alike occurrences travel as one arrival
     for d in due:
@@ -167,6 +169,8 @@ def class_work(start, due: list[Due], expected: dict, tenant_id) -> dict[str, _W
     for rc, counts in arrivals.items():
         work[rc].arrivals.extend(Arrival(at, duration, n, key, tenant, strict)
                                  for (at, duration, key, tenant, strict), n in counts.items())
+    if not under_way:
+        return work
     now = authority_now()
     running = list(Run.objects.filter(state=RunState.RUNNING).values_list(
         "resource_class", "job_type", "schedule_id", "started_at", "tenant_id", "strict"))

@@ -54,47 +54,57 @@ def _promise(key) -> bool:
 
 
 class Promises:
-    def __init__(self, kept: list[Kept]):
-        self.kept = kept
+    """The promises of a class in a range, and the simulation without the candidate that says
+    which of them are kept without it (run only when one looks broken with it)."""
+
+    def __init__(self, found: list[Kept], baseline=None):
+        self.found = found
         self.probes = [Arrival(at, 0.0, 1, (PROMISE, k, i), promise.source.tenant_id, True)
-                       for k, promise in enumerate(kept) for i, (_, at) in enumerate(promise.occurrences)]
+                       for k, promise in enumerate(found) for i, (_, at) in enumerate(promise.occurrences)]
+        self._baseline = baseline  # () -> the lateness per key without the candidate
+        self._kept: set[int] | None = None
 
     @classmethod
     def read(cls, resource_class: str, exclude: str, start: datetime, end: datetime, work, slots: int,
              claim, steps: Steps) -> "Promises":
-        """The promises of the class kept in [start, end) on `slots` without the candidate
-        (`work`: the class's arrivals and busy slots without it, whose tenants `claim` holds:
-        every promise's runs are among them)."""
+        """The promises of the class in [start, end), to be kept on `slots` where they are
+        kept without the candidate (`work`: the class's arrivals and busy slots without it,
+        whose tenants `claim` holds: every promise's runs are among them)."""
         found, used = [], 0
         for source, first, deadline in strict_schedules(resource_class, exclude=exclude, before=end):
-            pairs = occurrence_instants(source, start, end, first)[:MAX_INSTANTS_PER_PROMISE]
+            pairs = occurrence_instants(source, start, end, first, most=MAX_INSTANTS_PER_PROMISE)
             if used + len(pairs) > MAX_PROBES:
                 break
             if pairs:
                 found.append(Kept(source, deadline, [(nominal, (due - start).total_seconds()) for nominal, due in pairs]))
                 used += len(pairs)
-        everyone = cls(found)
-        if not everyone.probes:
-            return everyone
-        lateness = simulate(work.arrivals + everyone.probes, slots, busy_until=work.busy_until, claimants=claim,
-                            budget=steps, until=everyone.until(start, end), watch=_promise)
-        p99s = everyone._p99s(lateness)
-        return cls([promise for k, promise in enumerate(found) if k in p99s and p99s[k][0] <= promise.deadline])
+        promises = cls(found)
+        promises._baseline = lambda: simulate(work.arrivals + promises.probes, slots, busy_until=work.busy_until,
+                                              claimants=claim, budget=steps, until=promises.until(start, end),
+                                              watch=_promise)
+        return promises
+
+    def kept(self) -> set[int]:
+        """The indexes of the promises kept without the candidate."""
+        if self._kept is None:
+            p99s = self._p99s(self._baseline()) if self.probes else {}
+            self._kept = {k for k, (p99, _) in p99s.items() if p99 <= self.found[k].deadline}
+        return self._kept
 
     def until(self, start: datetime, end: datetime, deadline: int = 0) -> float:
         """How long a simulation of the range must go on: a probe not started by then has
         missed its deadline (and `deadline`, the candidate's) anyway."""
-        return (end - start).total_seconds() + max([deadline, *(promise.deadline for promise in self.kept)]) + 1
+        return (end - start).total_seconds() + max([deadline, *(promise.deadline for promise in self.found)]) + 1
 
     def broken(self, lateness: dict) -> Broken | None:
-        """The promise broken by the most seconds (then the earliest schedule id) in a
-        simulation of the candidate's runs with `probes` (its lateness per key), or None."""
+        """The promise kept without the candidate that a simulation with it (`lateness` per
+        key, with `probes`) breaks by the most seconds (then the earliest schedule id), or None."""
         found = []
         for k, (p99, worst) in self._p99s(lateness).items():
-            kept = self.kept[k]
-            if p99 > kept.deadline:
-                found.append(Broken(kept.source.schedule_id, kept.source.tenant_id, kept.occurrences[worst][0],
-                                    kept.deadline, p99))
+            promise = self.found[k]
+            if p99 > promise.deadline and k in self.kept():
+                found.append(Broken(promise.source.schedule_id, promise.source.tenant_id,
+                                    promise.occurrences[worst][0], promise.deadline, p99))
         return min(found, key=lambda b: (b.deadline - b.predicted, b.schedule_id), default=None)
 
     def _p99s(self, lateness: dict) -> dict[int, tuple[float, int]]:
