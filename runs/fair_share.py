@@ -27,6 +27,8 @@ def allocate_slots(loads: list[TenantLoad], slots: int) -> dict[str, int]:
         return {}
     if len(open_loads) == 1:
         return {open_loads[0].tenant_id: wanted}
+    if wanted == 1:  # the first of the lowest shares
+        return {min(open_loads, key=lambda load: load.running / load.weight).tenant_id: 1}
     # Shares as integers: share j/weight is j * (scale / weight).
     scale = math.lcm(*(load.weight for load in open_loads))
     steps = [scale // load.weight for load in open_loads]

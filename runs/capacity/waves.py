@@ -187,10 +187,13 @@ class _Claim:
         exhausted = set()
         while self.free:
             waiting = [(tenant, queue) for tenant, queue in self.waiting.items() if tenant not in exhausted]
-            if len(waiting) == 1:  # the common case: no one to share with
+            wants = {tenant: min(queue.count, self.claimants.max_running(tenant) - self.running[tenant])
+                     for tenant, queue in waiting}
+            if sum(n for n in wants.values() if n > 0) <= self.free:  # the common case: room for everyone
+                shares = {tenant: n for tenant, n in wants.items() if n > 0}
+            elif len(waiting) == 1:
                 tenant, queue = waiting[0]
-                share = min(self.free, queue.count, self.claimants.max_running(tenant) - self.running[tenant])
-                shares = {tenant: share} if share > 0 else {}
+                shares = {tenant: self.free}
             else:
                 waiting.sort(key=lambda item: (not item[1].strict, item[1].first_at(), str(item[0])))
                 shares = allocate_slots([
