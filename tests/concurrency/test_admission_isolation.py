@@ -72,3 +72,34 @@ def test_another_tenants_writes__do_not_wait_for_a_strict_admission(sessions, he
     assert response.status_code == 201, response.content
     assert Schedule.objects.filter(start_deadline_seconds__isnull=False).count() == 2
     assert AdmissionEpoch.objects.get(resource_class="short").epoch == 2  # each strict promise counted once
+
+
+def test_another_tenants_write__does_not_wait_for_a_strict_admission_in_the_admin(sessions, held_admission):
+    """The Django admin's schedule form applies the same admission: its save computes it
+    outside any transaction too (the admin's own per-request transaction included)."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from tests.api.test_admin import ADD_URL, add_form, change_form
+
+    computing, release = held_admission
+    slots_report("worker:test:1", {"short": 10}, ttl_seconds=3600)
+    a, b = make_tenant("a"), make_tenant("b")
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "pw"))
+    shown = admin.post(ADD_URL, add_form(a, cron="0 9 * * *", timezone="UTC", start_deadline_seconds="60"))
+
+    held = sessions("admin").submit(lambda: admin.post(ADD_URL, change_form(shown)))
+    while not computing.wait(0.05):
+        assert not held.done(), held.result().status_code  # saved without computing: nothing was held
+
+    began = time.monotonic()
+    response = sessions("tenant-b").call(lambda: api_client(b).post("/api/v1/schedules", {**CRON_BODY, "name": "b"}))
+    took = time.monotonic() - began
+    assert took < WAITS_AT_MOST, f"B's create waited {took:.1f} s for the admin's admission"
+    assert response.status_code == 201, response.content
+    assert not held.done()
+
+    release.set()
+    assert held.result(CALL_TIMEOUT).status_code == 302
+    assert Schedule.objects.filter(tenant=a, start_deadline_seconds=60).count() == 1
