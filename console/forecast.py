@@ -2,14 +2,16 @@
 computation for both) sees them: per minute and resource class, the occurrences due (from
 the schedules' rules, nothing materialized, and those already materialized: see
 runs.capacity.demand), the live slots per class and the start lateness p99 per minute its
-wave simulation predicts."""
+wave simulation predicts. When the next 24 hours are more than one forecast may simulate
+(CAPACITY_FORECAST_BUDGET), the page shows a shorter horizon and says so."""
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from runs.capacity.forecast import forecast as capacity_forecast
+from runs.capacity.forecast import ForecastTooLarge, forecast as capacity_forecast
 
 HORIZON = timedelta(hours=24)
+SHORTER = (timedelta(hours=6), timedelta(hours=1))  # tried in turn when the 24 hours are too much work
 MINUTES = 24 * 60
 
 
@@ -25,6 +27,7 @@ class Forecast:
     start: datetime  # the first minute (whole minute, UTC)
     per_class: dict[str, list[int]] = field(default_factory=dict)
     capacity: Capacity = field(default_factory=Capacity)
+    horizon: timedelta = HORIZON  # shorter when the 24 hours were too much work for one forecast
 
     def add(self, resource_class: str, instant: datetime, count: int = 1) -> None:
         minute = self.minute(instant)
@@ -45,8 +48,15 @@ def next_24_hours(now: datetime) -> Forecast:
     """The 24 hours from `now`'s minute: the occurrences due per minute and class, the live
     slots and the predicted p99 start lateness of each minute with occurrences."""
     start = now.replace(second=0, microsecond=0)
-    result = capacity_forecast(start, start + HORIZON, required=False)
-    forecast = Forecast(start=start)
+    for horizon in (HORIZON, *SHORTER):
+        try:
+            result = capacity_forecast(start, start + horizon, required=False)
+            break
+        except ForecastTooLarge:
+            continue
+    else:
+        return Forecast(start=start, horizon=timedelta(0))
+    forecast = Forecast(start=start, horizon=horizon)
     forecast.capacity = Capacity({rc: c["liveSlots"] for rc, c in result.capacity.items()}, {}, result.objective)
     for row in result.rows:
         forecast.add(row.resource_class, row.minute, row.due)

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from console import filters
 from console.access import act, actor, staff_only
 from console.attention import failing_now, job_types_unavailable, late_now
-from console.forecast import next_24_hours
+from console.forecast import HORIZON, next_24_hours
 from console.overview import health, lateness_by_tenant_and_class, state_counts
 from console.svg import CLASS_COLORS, forecast_chart, lateness_chart
 from effects.delivery import effect_resolve
@@ -58,6 +58,7 @@ def next_day(request):
         "colors": [(name, CLASS_COLORS.get(name, "#4a5568"), sum(counts)) for name, counts in sorted(forecast.per_class.items())],
         "busiest": [(forecast.start + timedelta(minutes=minute), -count) for count, minute in busiest],
         "total": forecast.total(),
+        "full_horizon": HORIZON,
     }
     return render(request, "console/next_day.html", context)
 

@@ -388,6 +388,17 @@ class WorkerSlots(models.Model):
         indexes = [models.Index(fields=["expires_at"], name="workerslots_expiry_idx")]
 
 
+class AdmissionEpoch(models.Model):
+    """How many strict promises of a resource class have been admitted (runs.capacity.admission).
+    An admission computes its forecast outside any transaction, then, inside the one that
+    writes the schedule, moves this from the value it read to the next: if another strict
+    admission of the class moved it meanwhile, the forecast missed that promise and is
+    computed again. Ordinary writes never touch it."""
+
+    resource_class = models.CharField(max_length=16, primary_key=True)
+    epoch = models.BigIntegerField(default=0)
+
+
 class ScannerMember(models.Model):
     """A live scanner of the bucket directory (runs.scan_directory), while its lease lasts."""
 

@@ -78,6 +78,12 @@ class QuotaExceeded(DomainError):
     status, code = 429, "quota_exceeded"
 
 
+class Contended(DomainError):
+    """Nothing was done: the same request may be sent again in a moment (Retry-After)."""
+
+    status, code = 503, "unavailable"
+
+
 class DeadlineInfeasible(DomainError):
     """A strict schedule's start promise cannot be kept by the forecast capacity."""
 

@@ -333,6 +333,13 @@ CAPACITY_ADMISSION_HORIZON_SECONDS = env_int("CAPACITY_ADMISSION_HORIZON_SECONDS
 # A process computes scheduler_required_slots at most this often (0: at every scrape), over
 # the horizon plus this interval, so a cached value still sees every wave of the horizon.
 CAPACITY_GAUGE_CACHE_SECONDS = env_int("CAPACITY_GAUGE_CACHE_SECONDS", 60)
+# The work one forecast (the API's, the console's, manage.py capacity, the gauge) may do:
+# instants of the rules walked plus steps of its simulations. A range that needs more is
+# refused (the API's 400 names a range that fits): its cost stays bounded whatever the
+# schedules ask for. One admission may do CAPACITY_ADMISSION_BUDGET, spread over the
+# simulations it needs.
+CAPACITY_FORECAST_BUDGET = env_int("CAPACITY_FORECAST_BUDGET", 250_000)
+CAPACITY_ADMISSION_BUDGET = env_int("CAPACITY_ADMISSION_BUDGET", 250_000)
 # Share of each resource class's live slots that only strict runs (of schedules with
 # startDeadlineSeconds) may take: ordinary runs are claimed only while the class's running
 # ordinary runs stay below (1 - share) x its live slots. 0 reserves nothing.

@@ -5,6 +5,7 @@ services too."""
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import csrf_protect_m
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
@@ -151,6 +152,14 @@ class ScheduleAdmin(admin.ModelAdmin):
     search_fields = ("id", "name")
     list_select_related = ("tenant", "job_type")
     actions = ["pause", "resume", "run_now"]
+
+    @csrf_protect_m
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        """Not in one transaction, as the admin's forms usually are: the write is the form's
+        service call, in a transaction of its own, and a strict schedule's admission computes
+        its forecast before that, holding no lock another writer needs (on the embedded
+        SQLite a transaction holds the only write lock)."""
+        return self._changeform_view(request, object_id, form_url, extra_context)
 
     def has_change_permission(self, request, obj=None):
         # A deleted schedule is history: viewable, never edited.

@@ -15,6 +15,7 @@ from schedules.locks import lock_schedule
 from schedules.selectors import job_types_allowed
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import (
+    Contended,
     IdempotencyConflict,
     InvalidRequest,
     JobTypeForbidden,
@@ -36,8 +37,11 @@ def schedule_create(
 
     `request_hash` identifies the request that carried `idempotency_key`: a replay must match it.
     `author_kind` is recorded on the revision (who wrote it: the API or the admin).
-    `admit(schedule=, job_type=, payload=, rule=)`, given, may refuse the schedule (raising)
-    before anything is written: the capacity admission of a strict start promise.
+    `admit(schedule=, job_type=, payload=, rule=)`, given, is the capacity admission of a
+    strict start promise (runs.capacity.admission): called before the transaction, so no
+    other writer waits for its forecast, its verdict (None, or an object whose confirm()
+    raises a refusal or answers False when the forecast is out of date) is confirmed inside
+    it, before anything is written.
     """
     job_type = JobType.objects.filter(name=spec.job_type, enabled=True).first()
     if job_type is None:
@@ -55,6 +59,31 @@ def schedule_create(
         raise JobTypeForbidden(f"this tenant may not use job type {job_type.name}")
     check_celery_task_allowed(tenant, job_type.name, payload["params"])
 
+    schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
+    schedule.bucket = due_bucket(schedule.id)
+    _apply_payload(schedule, payload)
+    for _ in range(ADMISSION_ATTEMPTS):
+        # Outside any transaction: no other writer waits for the admission's forecast.
+        admission = admit and admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
+        try:
+            return _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, author_kind)
+        except _AdmitAgain:
+            continue
+    raise _contended()
+
+
+ADMISSION_ATTEMPTS = 5  # forecasts computed again while other strict promises keep being admitted meanwhile
+
+
+class _AdmitAgain(Exception):
+    """The admission's forecast is out of date: its transaction is rolled back, and it is computed again."""
+
+
+def _contended() -> Contended:
+    return Contended("other strict schedules were admitted while this one was checked; send the request again")
+
+
+def _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, author_kind):
     with transaction.atomic():
         # The tenant lock serializes creates: quota counts and key look-ups are exact.
         Tenant.objects.select_for_update().filter(id=tenant.id).first()
@@ -65,11 +94,8 @@ def schedule_create(
                     raise IdempotencyConflict("this Idempotency-Key was used with a different request")
                 return Schedule.objects.get(id=previous.resource_id), False
         now = authority_now()
-        schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
-        schedule.bucket = due_bucket(schedule.id)
-        _apply_payload(schedule, payload)
-        if admit is not None:  # a 409 precedes a 429
-            admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
+        if admission is not None and not admission.confirm():  # a 409 precedes a 429
+            raise _AdmitAgain
         _check_schedule_quota(tenant)
         schedule.next_run_at = recurrence.first_not_before(spec.recurrence, now)
         schedule.save(force_insert=True)
@@ -107,12 +133,38 @@ def schedule_update(
     admit=None,
 ) -> Schedule:
     """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict.
-    `admit` as for schedule_create, with the edited schedule."""
+    `admit` as for schedule_create, with the edited schedule: computed on the revision read
+    before the transaction, and again if another revision is current by then."""
+    changes = changes.anchored(authority_now())
+    for _ in range(ADMISSION_ATTEMPTS):
+        admission, seen = _edit_admission(admit, tenant, schedule_id, changes) if admit else (None, None)
+        try:
+            return _update(tenant, schedule_id, expected_revision, changes, author_kind, admit, admission, seen)
+        except _AdmitAgain:
+            continue
+    raise _contended()
+
+
+def _edit_admission(admit, tenant, schedule_id, changes) -> tuple[object, int | None]:
+    """(the admission of the edit, the revision it was computed on), read without locks;
+    (None, None) when there is nothing to read (the transaction answers why)."""
+    schedule = Schedule.objects.filter(id=schedule_id, tenant=tenant, deleted_at__isnull=True).first()
+    if schedule is None:
+        return None, None
+    seen = schedule.revision
+    job_type = JobType.objects.get(name=schedule.job_type_id)
+    current = ScheduleRevision.objects.get(schedule=schedule, revision=seen).payload
+    payload = changes.payload_over(current)
+    _apply_payload(schedule, payload)
+    rule = changes.recurrence or recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+    return admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule), seen
+
+
+def _update(tenant, schedule_id, expected_revision, changes, author_kind, admit, admission, seen) -> Schedule:
     with transaction.atomic():
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
         now = authority_now()
-        changes = changes.anchored(now)
         current = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision).payload
         payload = changes.payload_over(current)
         if changes.params is not None:
@@ -125,11 +177,10 @@ def schedule_update(
             )
             error.current = schedule
             raise error
+        if admit is not None and (seen != schedule.revision or (admission is not None and not admission.confirm())):
+            raise _AdmitAgain
         schedule.revision += 1
         _apply_payload(schedule, payload)
-        if admit is not None:
-            rule = changes.recurrence or recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
-            admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule)
         if changes.recurrence is not None and not schedule.paused:
             # Only occurrences not yet materialized follow the new rule.
             if changes.recurrence.kind != "after_completion" or schedule.next_run_at is not None:

@@ -14,15 +14,21 @@ each joining the rule's instants at its own next instant.
 
 With `durations` (runs.capacity.statistics.schedule_durations), an occurrence of a schedule
 with enough history of its own carries its expected duration (`Due.duration`); the others
-carry None: their job type's. Schedules sharing a rule share a source only with the same."""
+carry None: their job type's. Schedules sharing a rule share a source only with the same.
+Each occurrence says whether it is strict (its schedule has startDeadlineSeconds), as the run
+will: the claim serves strict runs first.
+
+The cost is bounded by the rules, not by the schedules: interval rules with the same period
+and phase are one rule (a thousand every-second schedules walk one), an interval rule is
+walked by arithmetic, and a `budget` caps the instants walked in all (DemandTooLarge)."""
 
 import bisect
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 
-from django.db.models import Aggregate, Case, Count, DateTimeField, F, Q, TextField, Value, When
+from django.db.models import Aggregate, BooleanField, Case, Count, DateTimeField, F, Q, TextField, Value, When
 from django.db.models.functions import Cast
 
 from runs.models import PendingReason, Run, RunState
@@ -30,9 +36,8 @@ from schedules import recurrence
 from schedules.jitter import MAX_JITTER_SECONDS, jittered
 from schedules.models import Schedule
 
-# Instants one distinct rule contributes at most to one range (a 7-day range of a minutely rule: 10,080).
-MAX_INSTANTS_PER_RULE = 100_000
 _TICK = timedelta(microseconds=1)
+_PHASE_ORIGIN = datetime(2000, 1, 1, tzinfo=timezone.utc)  # interval rules are compared by their phase from it
 # Materialized occurrences counted as due: waiting for their due instant, or already queued.
 MATERIALIZED_DUE = Q(state=RunState.PENDING, pending_reason=PendingReason.NOT_DUE) | Q(state=RunState.QUEUED)
 
@@ -47,6 +52,7 @@ class Due:
     tenant_id: str
     count: int
     duration: float | None = None  # seconds a run is expected to take; None: its job type's
+    strict: bool = False  # of a schedule with startDeadlineSeconds: the claim serves it first
 
 
 @dataclass(frozen=True)
@@ -60,43 +66,105 @@ class Source:
     rule: recurrence.Rule
     jitter_seconds: int = 0
     duration: float | None = None
+    strict: bool = False
 
 
-def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime) -> list[datetime]:
-    """The rule's nominal instants in [start, end)."""
-    found = recurrence.instants_between(rule, start - _TICK, end - _TICK, MAX_INSTANTS_PER_RULE)
+class DemandTooLarge(Exception):
+    """The rules due in the range have more instants than the budget (`limit`) allows: at
+    least `walked`."""
+
+    def __init__(self, walked: int, limit: int):
+        super().__init__(f"more than {limit} instants to walk")
+        self.walked, self.limit = walked, limit
+
+
+class Budget:
+    """Instants a demand computation may still walk (None: no limit)."""
+
+    def __init__(self, limit: int | None):
+        self.limit, self.walked = limit, 0
+
+    def room(self) -> int | None:
+        return None if self.limit is None else self.limit - self.walked
+
+    def take(self, n: int) -> None:
+        self.walked += n
+        if self.limit is not None and self.walked > self.limit:
+            raise DemandTooLarge(self.walked, self.limit)
+
+
+UNLIMITED = Budget(None)
+
+
+def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime, budget: Budget = UNLIMITED,
+                  most: int | None = None) -> list[datetime]:
+    """The rule's nominal instants in [start, end) (the first `most` of them)."""
+    end = min(end, recurrence.LATEST + _TICK)
+    if rule.kind == "interval":  # by arithmetic: a every-second rule over a day is 86,400 instants
+        first = recurrence.first_not_before(rule, start)
+        if first is None or first >= end:
+            return []
+        step = timedelta(seconds=rule.every_seconds)
+        count = -((first - end) // step)
+        count = count if most is None else min(count, most)
+        budget.take(count)
+        return [first + k * step for k in range(count)]
+    room = budget.room()
+    limit = min(10**9 if room is None else room + 1, 10**9 if most is None else most)
+    found = recurrence.instants_between(rule, start - _TICK, end - _TICK, limit)
+    budget.take(len(found))
     return [at for at in found if at < end]
 
 
+def same_instants(rule: recurrence.Rule) -> recurrence.Rule:
+    """A rule with the same instants from any of its own on: an interval rule anchored at its
+    phase (the first instant from _PHASE_ORIGIN on), so alike intervals are walked once."""
+    if rule.kind != "interval" or rule.anchor is None:
+        return rule
+    step = timedelta(seconds=rule.every_seconds)
+    return replace(rule, anchor=_PHASE_ORIGIN + (rule.anchor - _PHASE_ORIGIN) % step)
+
+
 def occurrence_instants(source: Source, start: datetime, end: datetime, first: datetime | None = None,
-                        walked: list[datetime] | None = None) -> list[tuple[datetime, datetime]]:
+                        walked: list[datetime] | None = None, budget: Budget = UNLIMITED,
+                        most: int | None = None) -> list[tuple[datetime, datetime]]:
     """(nominal instant, due instant) of one schedule's occurrences due in [start, end), each
     due at its jittered instant, from its next instant `first` on (None: every one). A jitter
     may push an occurrence of an instant just before `start` into the range: looked for too.
     `walked`, given, holds the rule's instants from MAX_JITTER_SECONDS before `start` to `end`
-    (walked once for every schedule of the rule)."""
-    instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first, walked)
+    (walked once for every schedule of the rule). With `most`, only the first `most` nominal
+    instants are drawn."""
+    instants = _from_first(source.rule, start - timedelta(seconds=source.jitter_seconds), end, first, walked, budget,
+                           most)
+    if most is not None:
+        instants = instants[:most]
+    if walked is not None:  # each jittered schedule draws each of its instants: they count too
+        budget.take(len(instants))
     pairs = ((at, jittered(source.schedule_id, at, source.jitter_seconds)) for at in instants)
     return [(at, due) for at, due in pairs if start <= due < end]
 
 
 def source_due(source: Source, start: datetime, end: datetime, first: datetime | None = None,
-               walked: list[datetime] | None = None) -> list[Due]:
+               walked: list[datetime] | None = None, budget: Budget = UNLIMITED) -> list[Due]:
     """One schedule's occurrences due in [start, end) (occurrence_instants), counted per due instant."""
-    due = Counter(at for _, at in occurrence_instants(source, start, end, first, walked))
-    return [Due(at, source.resource_class, source.job_type, source.tenant_id, n, source.duration)
+    due = Counter(at for _, at in occurrence_instants(source, start, end, first, walked, budget))
+    return [Due(at, source.resource_class, source.job_type, source.tenant_id, n, source.duration, source.strict)
             for at, n in due.items()]
 
 
 def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: datetime | None,
-                walked: list[datetime] | None = None) -> list[datetime]:
+                walked: list[datetime] | None = None, budget: Budget = UNLIMITED,
+                most: int | None = None) -> list[datetime]:
     """The instants a schedule whose next instant is `first` has in [start, end): `first`
     itself (after_completion, or off the rule's grid) and the rule's from it on (read from
     `walked`, the rule's instants from before `start` to `end`, when given)."""
     if rule.kind == "after_completion":
         return [first] if first is not None and start <= first < end else []
     lowest = start if first is None else max(start, first)
-    instants = rule_instants(rule, lowest, end) if walked is None else walked[bisect.bisect_left(walked, lowest):]
+    if walked is None:
+        instants = rule_instants(rule, lowest, end, budget, most)
+    else:
+        instants = walked[bisect.bisect_left(walked, lowest):]
     if first is not None and start <= first < end and (not instants or instants[0] != first):
         instants.insert(0, first)
     return instants
@@ -107,27 +175,32 @@ def live_sources(*, exclude: str | None = None, before: datetime | None = None,
     """(source, the next instants of the schedules sharing it) for every schedule that will
     run: not deleted, not paused, with a next instant (before `before`, when given: a schedule
     whose next instant is later has nothing due earlier, jitter only adds to an instant).
-    Schedules without jitter that share their rule, job type, tenant and expected duration
-    are one source."""
+    Schedules without jitter that share their instants (same_instants), job type, tenant,
+    strictness and expected duration are one source."""
     live = _live(exclude, before)
     rows = _live_rows(live)
     own = durations(live.values("id")) if durations else {}
+    parsed = {}
     groups: dict[tuple, list] = defaultdict(list)
-    for ids, tenant_id, job_type, rc, text, anchor, jitter, next_run_at in rows:
-        for schedule_id in ids:
-            key = (schedule_id if jitter else None, tenant_id, job_type, rc, text, anchor, own.get(schedule_id))
-            groups[key].append((schedule_id, jitter, next_run_at))
-    sources, parsed = [], {}
-    for (_, tenant_id, job_type, rc, text, anchor, duration), members in groups.items():
-        schedule_id, jitter, _ = members[0]
-        if (text, anchor) not in parsed:  # jittered schedules of one rule: parsed once
+    for ids, tenant_id, job_type, rc, text, anchor, jitter, next_run_at, strict in rows:
+        if (text, anchor) not in parsed:  # each stored rule parsed once
             try:
-                parsed[text, anchor] = recurrence.parse_rule(json.loads(text), default_anchor=anchor)
+                parsed[text, anchor] = same_instants(recurrence.parse_rule(json.loads(text), default_anchor=anchor))
             except recurrence.RecurrenceError:
                 parsed[text, anchor] = None  # stored under older, looser rules: the scanner cannot run it either
-        if parsed[text, anchor] is not None:
-            source = Source(schedule_id, tenant_id, job_type, rc, parsed[text, anchor], jitter, duration)
-            sources.append((source, [m[2] for m in members]))
+        rule = parsed[text, anchor]
+        if rule is None:
+            continue
+        rule_key = json.dumps(rule.to_dict(), sort_keys=True)
+        for schedule_id in ids:
+            key = (schedule_id if jitter else None, tenant_id, job_type, rc, rule_key, own.get(schedule_id),
+                   bool(strict))
+            groups[key].append((schedule_id, jitter, next_run_at, rule))
+    sources = []
+    for (_, tenant_id, job_type, rc, _, duration, strict), members in groups.items():
+        schedule_id, jitter, _, rule = members[0]
+        sources.append((Source(schedule_id, tenant_id, job_type, rc, rule, jitter, duration, strict),
+                        [m[2] for m in members]))
     return sources
 
 
@@ -151,19 +224,23 @@ def _live(exclude: str | None, before: datetime | None):
 
 
 def _live_rows(rows) -> list[tuple]:
-    """(ids, tenant, job type, class, rule as JSON text, anchor, jitter, next instant) of the
-    schedules of `rows`, grouped. The anchor is the creation time of an interval rule without
+    """(ids, tenant, job type, class, rule as JSON text, anchor, jitter, next instant, strict)
+    of the schedules of `rows`, grouped. The anchor is the creation time of an interval rule without
     an anchor of its own (it is anchored there), else null."""
     unanchored = Q(recurrence__kind="interval") & ~Q(recurrence__has_key="anchor")
     rows = rows.annotate(
         rule=Cast("recurrence", TextField()),
         anchor=Case(When(unanchored, then=F("created_at")), default=Value(None), output_field=DateTimeField()),
-    ).values("tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds", "next_run_at")
+        strict=Case(When(start_deadline_seconds__isnull=False, then=Value(True)), default=Value(False),
+                    output_field=BooleanField()),
+    ).values("tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds", "next_run_at",
+             "strict")
+    # A stable order: the same forecast each time.
     rows = rows.annotate(ids=_Joined("id")).order_by("next_run_at", "tenant_id", "job_type_id", "rule", "anchor",
-                                                     "jitter_seconds")  # a stable order: the same forecast each time
+                                                     "jitter_seconds", "strict")
     return [(ids.split(","), *rest) for ids, *rest in rows.values_list(
         "ids", "tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds",
-        "next_run_at")]
+        "next_run_at", "strict")]
 
 
 def strict_schedules(resource_class: str, *, exclude: str | None, before: datetime) -> list[tuple[Source, datetime, int]]:
@@ -182,28 +259,34 @@ def strict_schedules(resource_class: str, *, exclude: str | None, before: dateti
         except recurrence.RecurrenceError:
             continue  # stored under older, looser rules: the scanner cannot run it either
         if rule.kind != "after_completion":
-            found.append((Source(schedule_id, tenant_id, job_type, resource_class, rule, jitter), next_run_at, deadline))
+            found.append((Source(schedule_id, tenant_id, job_type, resource_class, rule, jitter, strict=True),
+                          next_run_at, deadline))
     return found
 
 
 def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = None,
-                    extra: list[Source] = (), durations=None) -> list[Due]:
+                    extra: list[Source] = (), durations=None, budget: Budget = UNLIMITED) -> list[Due]:
     """Every occurrence due in [start, end): the live schedules' (but `exclude`) from their
-    next instants, `extra`'s from `start`, and the materialized ones (`materialized_due`)."""
+    next instants, `extra`'s from `start`, and the materialized ones (`materialized_due`).
+    Each instant walked and each occurrence counted is taken from `budget` (DemandTooLarge
+    when it runs out)."""
+    walk = budget
     resolved: dict[tuple, list[datetime]] = {}  # each rule walked once (twice with jitter: from earlier)
     due: list[Due] = materialized_due(start, end, durations=durations)
     live = live_sources(exclude=exclude, before=end, durations=durations)
     for source, firsts in [*live, *((s, [None]) for s in extra)]:
         if source.rule.kind == "after_completion":
-            due.extend(d for first in firsts for d in source_due(source, start, end, first=first))
+            due.extend(d for first in firsts for d in source_due(source, start, end, first=first, budget=walk))
             continue
         jitter = bool(source.jitter_seconds)
         key = (json.dumps(source.rule.to_dict(), sort_keys=True), jitter)
         if key not in resolved:
-            resolved[key] = rule_instants(source.rule, start - timedelta(seconds=MAX_JITTER_SECONDS * jitter), end)
+            earliest = start - timedelta(seconds=MAX_JITTER_SECONDS * jitter)
+            resolved[key] = rule_instants(source.rule, earliest, end, walk)
         if jitter:
-            due.extend(d for first in firsts for d in source_due(source, start, end, first, resolved[key]))
+            due.extend(d for first in firsts for d in source_due(source, start, end, first, resolved[key], walk))
         else:
+            walk.take(len(resolved[key]))
             due.extend(_shared_due(source, resolved[key], firsts, start, end))
     return due
 
@@ -220,13 +303,14 @@ def _shared_due(source: Source, instants: list[datetime], firsts: list, start: d
         if first is not None and start <= first < end and (index == len(instants) or instants[index] != first):
             off_grid[first] += 1
         joining[index] += 1
-    due = [Due(at, source.resource_class, source.job_type, source.tenant_id, n, source.duration)
-           for at, n in off_grid.items()]
+    rc, job_type, tenant, duration, strict = (source.resource_class, source.job_type, source.tenant_id,
+                                              source.duration, source.strict)
+    due = [Due(at, rc, job_type, tenant, n, duration, strict) for at, n in off_grid.items()]
     active = 0
     for index, at in enumerate(instants):
         active += joining[index]
         if active:
-            due.append(Due(at, source.resource_class, source.job_type, source.tenant_id, active, source.duration))
+            due.append(Due(at, rc, job_type, tenant, active, duration, strict))
     return due
 
 
@@ -234,13 +318,14 @@ def materialized_due(start: datetime, end: datetime, *, durations=None) -> list[
     """Occurrences already materialized and due in [start, end): waiting for their due
     instant (jittered, or a manual run for later) or queued. The rules' walk starts after
     them (at each schedule's next instant), so none counts twice."""
-    fields = ("due_at", "resource_class", "job_type", "tenant_id", *(("schedule_id",) if durations else ()))
+    fields = ("due_at", "resource_class", "job_type", "tenant_id", "strict", *(("schedule_id",) if durations else ()))
     rows = list(Run.objects.filter(MATERIALIZED_DUE, due_at__gte=start, due_at__lt=end)
                 .values_list(*fields).annotate(n=Count("id")).order_by())
     if not durations:
-        return [Due(at, rc, job_type, tenant_id, n) for at, rc, job_type, tenant_id, n in rows]
-    own = durations({row[4] for row in rows})
+        return [Due(at, rc, job_type, tenant_id, n, None, strict) for at, rc, job_type, tenant_id, strict, n in rows]
+    own = durations({row[5] for row in rows})
     due: Counter = Counter()
-    for at, rc, job_type, tenant_id, schedule_id, n in rows:
-        due[(at, rc, job_type, tenant_id, own.get(schedule_id))] += n
-    return [Due(at, rc, job_type, tenant_id, n, duration) for (at, rc, job_type, tenant_id, duration), n in due.items()]
+    for at, rc, job_type, tenant_id, strict, schedule_id, n in rows:
+        due[(at, rc, job_type, tenant_id, own.get(schedule_id), strict)] += n
+    return [Due(at, rc, job_type, tenant_id, n, duration, strict)
+            for (at, rc, job_type, tenant_id, duration, strict), n in due.items()]

@@ -10,6 +10,7 @@ over the horizon plus that interval so a value read from the cache still covers 
 of the horizon. Live and busy slots are read at every scrape. Concurrent scrapes wait for
 one computation."""
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from datetime import timedelta
 from django.conf import settings
 from prometheus_client.core import GaugeMetricFamily
 
-from runs.capacity.forecast import required_slots
+from runs.capacity.forecast import ForecastTooLarge, required_slots
 from runs.capacity.live import capacity_by_class
 from runs.capacity.statistics import QUANTILES, RuntimeStats, runtime_statistics
 from schedules.models import JobType
@@ -32,6 +33,7 @@ class Figures:
     required: dict[str, int]  # per resource class
 
 
+logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _cached: Figures | None = None
 
@@ -47,8 +49,19 @@ def cached_figures() -> Figures:
         names = list(JobType.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
         now = authority_now()
         horizon = timedelta(seconds=settings.CAPACITY_GAUGE_HORIZON_SECONDS + max(0, ttl))
-        _cached = Figures(time.monotonic(), runtime_statistics(names, now=now), required_slots(now, now + horizon))
+        _cached = Figures(time.monotonic(), runtime_statistics(names, now=now), _required(now, now + horizon))
         return _cached
+
+
+def _required(start, end) -> dict[str, int]:
+    """The required slots, or none (the gauge then shows the busy slots) when the horizon is
+    more than one forecast may simulate: a scrape's cost stays bounded."""
+    try:
+        return required_slots(start, end)
+    except ForecastTooLarge:
+        logger.warning("scheduler_required_slots: the next %s s are more than CAPACITY_FORECAST_BUDGET simulates",
+                       (end - start).total_seconds())
+        return {}
 
 
 def forget_cached_figures() -> None:

@@ -1,17 +1,17 @@
 """The strict promises an admission must keep: every live strict schedule of the candidate's
 resource class (startDeadlineSeconds, a rule of its own instants, not paused) whose
 occurrences in the checked range start within its deadline at p99 without the candidate.
-Each occurrence is a zero-duration probe at its real due instant (its own jitter offset),
-served last among the runs due at the same time (as it was when it was admitted); the
-candidate breaks a promise when, with its runs added, that schedule's p99 passes its
-deadline."""
+Each occurrence is a zero-duration probe: a strict run of its tenant at its real due instant
+(its own jitter offset), served in the claim's order and last among its tenant's strict runs
+due at the same time; the candidate breaks a promise when, with its runs added, that
+schedule's p99 passes its deadline."""
 
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
 from runs.capacity.demand import Source, occurrence_instants, strict_schedules
-from runs.capacity.waves import Arrival, Lateness, simulate
+from runs.capacity.waves import Arrival, Lateness, Steps, simulate
 from scheduler_project.clock import instant as instant_text
 
 PROMISE = "promise"
@@ -49,43 +49,66 @@ class Broken:
                 "predictedP99Seconds": self.predicted}
 
 
+def _promise(key) -> bool:
+    return isinstance(key, tuple) and key[0] == PROMISE
+
+
 class Promises:
-    def __init__(self, kept: list[Kept]):
-        self.kept = kept
-        self.probes = [Arrival(at, 0.0, 1, (PROMISE, k, i))
-                       for k, promise in enumerate(kept) for i, (_, at) in enumerate(promise.occurrences)]
+    """The promises of a class in a range, and the simulation without the candidate that says
+    which of them are kept without it (run only when one looks broken with it)."""
+
+    def __init__(self, found: list[Kept], baseline=None):
+        self.found = found
+        self.probes = [Arrival(at, 0.0, 1, (PROMISE, k, i), promise.source.tenant_id, True)
+                       for k, promise in enumerate(found) for i, (_, at) in enumerate(promise.occurrences)]
+        self._baseline = baseline  # () -> the lateness per key without the candidate
+        self._kept: set[int] | None = None
 
     @classmethod
-    def read(cls, resource_class: str, exclude: str, start: datetime, end: datetime, work, slots: int) -> "Promises":
-        """The promises of the class kept in [start, end) on `slots` without the candidate
-        (`work`: the class's arrivals and busy slots without it)."""
+    def read(cls, resource_class: str, exclude: str, start: datetime, end: datetime, work, slots: int,
+             claim, steps: Steps) -> "Promises":
+        """The promises of the class in [start, end), to be kept on `slots` where they are
+        kept without the candidate (`work`: the class's arrivals and busy slots without it,
+        whose tenants `claim` holds: every promise's runs are among them)."""
         found, used = [], 0
         for source, first, deadline in strict_schedules(resource_class, exclude=exclude, before=end):
-            pairs = occurrence_instants(source, start, end, first)[:MAX_INSTANTS_PER_PROMISE]
+            pairs = occurrence_instants(source, start, end, first, most=MAX_INSTANTS_PER_PROMISE)
             if used + len(pairs) > MAX_PROBES:
                 break
             if pairs:
                 found.append(Kept(source, deadline, [(nominal, (due - start).total_seconds()) for nominal, due in pairs]))
                 used += len(pairs)
-        p99s = cls(found)._p99s(work.arrivals, work.busy_until, slots)
-        return cls([promise for k, promise in enumerate(found) if k in p99s and p99s[k][0] <= promise.deadline])
+        promises = cls(found)
+        promises._baseline = lambda: simulate(work.arrivals + promises.probes, slots, busy_until=work.busy_until,
+                                              claimants=claim, budget=steps, until=promises.until(start, end),
+                                              watch=_promise)
+        return promises
 
-    def broken(self, work, load: list[Arrival], slots: int) -> Broken | None:
-        """The promise the candidate's `load` breaks by the most seconds (then the earliest
-        schedule id), or None."""
+    def kept(self) -> set[int]:
+        """The indexes of the promises kept without the candidate."""
+        if self._kept is None:
+            p99s = self._p99s(self._baseline()) if self.probes else {}
+            self._kept = {k for k, (p99, _) in p99s.items() if p99 <= self.found[k].deadline}
+        return self._kept
+
+    def until(self, start: datetime, end: datetime, deadline: int = 0) -> float:
+        """How long a simulation of the range must go on: a probe not started by then has
+        missed its deadline (and `deadline`, the candidate's) anyway."""
+        return (end - start).total_seconds() + max([deadline, *(promise.deadline for promise in self.found)]) + 1
+
+    def broken(self, lateness: dict) -> Broken | None:
+        """The promise kept without the candidate that a simulation with it (`lateness` per
+        key, with `probes`) breaks by the most seconds (then the earliest schedule id), or None."""
         found = []
-        for k, (p99, worst) in self._p99s(work.arrivals + load, work.busy_until, slots).items():
-            kept = self.kept[k]
-            if p99 > kept.deadline:
-                found.append(Broken(kept.source.schedule_id, kept.source.tenant_id, kept.occurrences[worst][0],
-                                    kept.deadline, p99))
+        for k, (p99, worst) in self._p99s(lateness).items():
+            promise = self.found[k]
+            if p99 > promise.deadline and k in self.kept():
+                found.append(Broken(promise.source.schedule_id, promise.source.tenant_id,
+                                    promise.occurrences[worst][0], promise.deadline, p99))
         return min(found, key=lambda b: (b.deadline - b.predicted, b.schedule_id), default=None)
 
-    def _p99s(self, arrivals: list[Arrival], busy_until: list[float], slots: int) -> dict[int, tuple[float, int]]:
+    def _p99s(self, lateness: dict) -> dict[int, tuple[float, int]]:
         """{promise index: (p99 start lateness of its probes, index of its latest occurrence)}."""
-        if not self.probes:
-            return {}
-        lateness = simulate(arrivals + self.probes, slots, busy_until=busy_until)
         overall, worst = defaultdict(Lateness), {}
         for key, part in lateness.items():
             if isinstance(key, tuple) and key[0] == PROMISE:

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from runs.authority import schedule_backfill
-from runs.capacity.forecast import Forecast, forecast
+from runs.capacity.forecast import Forecast, ForecastTooLarge, forecast
 from runs.capacity.statistics import job_type_statistics, schedule_durations, schedule_statistics
 from schedules.selectors import schedule_get
 from scheduler_project.clock import authority_now, instant
@@ -111,8 +111,10 @@ class CapacityForecastView(StrictAPIView):
             "Per minute of [from, to) (at most 7 days; `from` defaults to now, rounded down to its minute, "
             "`to` to an hour later) and resource class: the occurrences the schedules' rules make due, "
             "the slot-seconds they are expected to take, and the start lateness p50/p99 a queue "
-            "simulation predicts against the live slots. An operator token sees the installation; a "
-            "tenant token sees its own occurrences only (competing for the same slots) and no slot counts."
+            "simulation predicts against the live slots, in the order the claim serves them. An operator "
+            "token sees the installation; a tenant token sees its own occurrences only (competing for the "
+            "same slots) and no slot counts. A range whose occurrences are more than one forecast simulates "
+            "(CAPACITY_FORECAST_BUDGET) is 400 on `to`: ask for a shorter one."
         ),
         tags=["capacity"],
         parameters=[OpenApiParameter("from", str), OpenApiParameter("to", str), OpenApiParameter("resourceClass", str)],
@@ -125,8 +127,13 @@ class CapacityForecastView(StrictAPIView):
             raise InvalidRequest(f"resourceClass must be one of {', '.join(settings.RESOURCE_CLASSES)}",
                                  field="resourceClass")
         tenant = request.tenant
-        result = forecast(start, end, tenant_id=tenant.id if tenant else None, classes=[rc] if rc else None,
-                          required=tenant is None)
+        try:
+            result = forecast(start, end, tenant_id=tenant.id if tenant else None, classes=[rc] if rc else None,
+                              required=tenant is None)
+        except ForecastTooLarge:
+            raise InvalidRequest(
+                "the schedules due in this range make more occurrences than one forecast simulates; "
+                "ask for a shorter range", field="to", details={"budget": settings.CAPACITY_FORECAST_BUDGET}) from None
         return Response(forecast_representation(result, operator=tenant is None))
 
 

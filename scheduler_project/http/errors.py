@@ -88,6 +88,8 @@ def exception_body(exc) -> tuple[int, dict, dict] | None:
         return 503, body, {"Retry-After": str(UNAVAILABLE_RETRY_AFTER_SECONDS)}
     if isinstance(exc, DomainError):
         headers = {"WWW-Authenticate": 'Bearer realm="api"'} if exc.status == 401 else {}
+        if exc.status == 503:
+            headers["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER_SECONDS)
         return exc.status, domain_error_body(exc), headers
     if isinstance(exc, RequestDataTooBig):
         return 400, error_body("invalid_request", "request body too large"), {}

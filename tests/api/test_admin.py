@@ -322,9 +322,10 @@ def test_admin_run_list__scheduled_time_in_the_schedules_zone(admin_client, clie
 
 
 def test_admin_add_and_edit__strict_promise_passes_the_apis_admission(admin_client, client, tenant):
-    for i in range(40):  # 40 five-second runs at 09:00 on 10 slots: a strict newcomer starts at 20 s
-        create_schedule(client, name=f"wave-{i}", recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})
     slots_report("worker:test:1", {"short": 10})
+    for i in range(40):  # 40 strict five-second runs at 09:00 on 10 slots: a strict newcomer starts at 20 s
+        create_schedule(client, name=f"wave-{i}", recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"},
+                        startDeadlineSeconds=86400)
     strict = {"cron": "0 9 * * *", "timezone": "UTC", "name": "strict"}
 
     first = admin_client.post(ADD_URL, add_form(tenant, **strict, start_deadline_seconds="10"))

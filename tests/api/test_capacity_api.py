@@ -18,9 +18,12 @@ UTC = timezone.utc
 DAILY_9 = {"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"}
 
 
-def _wave(client, n: int, recurrence=DAILY_9):
+def _wave(client, n: int, recurrence=DAILY_9, **fields):
     for i in range(n):
-        create_schedule(client, name=f"wave-{i}", recurrence=recurrence, params={"seconds": 0})
+        create_schedule(client, name=f"wave-{i}", recurrence=recurrence, params={"seconds": 0}, **fields)
+
+
+LOOSE = {"startDeadlineSeconds": 86400}  # a strict wave: the claim serves it as first as a new strict schedule
 
 
 def _strict(client, **fields):
@@ -88,12 +91,20 @@ def test_admission__feasible_strict_schedule_is_accepted(client):
     assert (response.json()["startDeadlineSeconds"], response.json()["jitterSeconds"]) == (30, 0)
 
 
-def test_admission__infeasible_strict_schedule_is_409_and_nothing_is_created(client):
+def test_admission__an_ordinary_wave_does_not_delay_a_strict_schedule(client):
+    """The claim serves strict runs first: 40 ordinary runs due with it wait, it does not."""
     _wave(client, 40)
     slots_report("embedded:test:1", {"short": 10})
+    assert _strict(client, startDeadlineSeconds=1).status_code == 201
+
+
+def test_admission__infeasible_strict_schedule_is_409_and_nothing_is_created(client):
+    slots_report("embedded:test:1", {"short": 10})
+    _wave(client, 40, **LOOSE)
     error = assert_error(_strict(client, startDeadlineSeconds=10), 409, "deadline_infeasible")
     details = error["details"]
-    # 41 five-second runs on 10 slots start at 0, 5, 10, 15, 20 s; served last, it starts at 20 s.
+    # 41 strict five-second runs on 10 slots start at 0, 5, 10, 15, 20 s; served last of its
+    # tenant's strict runs due at 09:00, it starts at 20 s.
     assert details["predictedP99Seconds"] == 20 and details["liveSlots"] == 10
     assert details["resourceClass"] == "short" and details["startDeadlineSeconds"] == 10
     assert details["instant"].endswith("T09:00:00Z")
@@ -106,8 +117,8 @@ def test_admission__infeasible_strict_schedule_is_409_and_nothing_is_created(cli
 
 
 def test_admission__editing_into_an_infeasible_promise_is_409_and_leaves_the_schedule(client):
-    _wave(client, 40)
     slots_report("embedded:test:1", {"short": 10})
+    _wave(client, 40, **LOOSE)
     schedule = _strict(client).json()
     response = client.patch(f"/api/v1/schedules/{schedule['scheduleId']}",
                             {"expectedRevision": 1, "startDeadlineSeconds": 5})

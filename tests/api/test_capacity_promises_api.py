@@ -3,22 +3,24 @@ deadline_infeasible) when it would push an existing strict schedule past that sc
 own deadline at p99 in a wave they share, even though it meets its own.
 
 The numbers: 10 live short slots, demo.sleep without history (5 s a run), a 09:00 wave of 28
-ordinary schedules. The existing strict schedule S (deadline 10 s) is served last of 29 runs:
-10 start at 0, 10 at 5, 9 at 10, and S by 10 s. A newcomer at 09:00 makes 30 runs: S by 15 s."""
+strict schedules with a loose promise (a day) of the same tenant: the claim serves strict runs
+first, so only strict work delays a strict run. The existing strict schedule S (deadline 10 s)
+is served last of the tenant's 29 strict runs: 10 start at 0, 10 at 5, 9 at 10, and S by 10 s.
+A newcomer at 09:00 makes 30 runs: S by 15 s."""
 
 import pytest
 
 from runs.capacity.live import slots_report
 from schedules.models import Schedule
 from tests.api.conftest import CRON_BODY, assert_error
-from tests.api.test_capacity_api import DAILY_9, _strict, _wave
+from tests.api.test_capacity_api import DAILY_9, LOOSE, _strict, _wave
 
 
 @pytest.fixture
 def wave_with_promise(client):
     """The 09:00 wave and S, admitted within its 10 s deadline."""
-    _wave(client, 28)
     slots_report("embedded:test:1", {"short": 10})
+    _wave(client, 28, **LOOSE)
     response = client.post("/api/v1/schedules", {**CRON_BODY, "name": "S", "recurrence": DAILY_9,
                                                  "startDeadlineSeconds": 10})
     assert response.status_code == 201, response.content
@@ -38,14 +40,23 @@ def test_strict_newcomer_meeting_its_own_deadline_but_breaking_another__is_409_n
 
 
 def test_breaking_refusal__another_tenants_schedule_is_not_named(client, other_client):
-    _wave(client, 28)
+    """Another tenant's S, due a second after this tenant's eight ordinary runs took eight of the
+    ten slots, starts at once (its run on the ninth; the occurrence it stands for, served after
+    it, on the tenth). A strict newcomer of this tenant due with the eight takes a slot first
+    (strict runs first), so S waits 4 s for the second: past its 3 s."""
+    _wave(client, 8)
     slots_report("embedded:test:1", {"short": 10})
-    theirs = other_client.post("/api/v1/schedules", {**CRON_BODY, "name": "S", "recurrence": DAILY_9,
-                                                     "startDeadlineSeconds": 10}).json()
+    nine = client.get("/api/v1/schedules", {"limit": 1}).json()["results"][0]["nextRunAt"]
+    second_later = nine.replace(":00Z", ":01Z")
+    theirs = other_client.post("/api/v1/schedules", {
+        **CRON_BODY, "name": "S", "recurrence": {"kind": "interval", "everySeconds": 86400, "anchor": second_later},
+        "startDeadlineSeconds": 3})
+    assert theirs.status_code == 201, theirs.content
     error = assert_error(_strict(client, startDeadlineSeconds=60), 409, "deadline_infeasible")
-    assert error["details"]["breaks"]["scheduleId"] is None
-    assert error["details"]["breaks"]["startDeadlineSeconds"] == 10
-    assert theirs["scheduleId"] not in error["message"] and "another tenant" in error["message"]
+    assert error["details"]["predictedP99Seconds"] == 0  # its own promise is kept
+    assert error["details"]["breaks"] == {"scheduleId": None, "instant": second_later, "startDeadlineSeconds": 3,
+                                          "predictedP99Seconds": 4.0}
+    assert theirs.json()["scheduleId"] not in error["message"] and "another tenant" in error["message"]
 
 
 def test_editing_into_a_strict_promise_that_breaks_another__is_409_and_the_suggested_jitter_is_admitted(

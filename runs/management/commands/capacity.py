@@ -5,7 +5,7 @@ from datetime import date, datetime, timedelta, timezone
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.capacity.forecast import forecast
+from runs.capacity.forecast import ForecastTooLarge, forecast
 
 BAR_WIDTH = 40
 
@@ -40,15 +40,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--day", help="UTC day, YYYY-MM-DD (default: today)")
         parser.add_argument("--class", dest="resource_class", choices=settings.RESOURCE_CLASSES)
+        parser.add_argument("--budget", type=int, default=None,
+                            help="work the forecast may do (default CAPACITY_FORECAST_BUDGET); a day of dense "
+                                 "schedules may need more")
 
-    def handle(self, *args, day=None, resource_class=None, **options):
+    def handle(self, *args, day=None, resource_class=None, budget=None, **options):
         try:
             day = date.fromisoformat(day) if day else datetime.now(timezone.utc).date()
         except ValueError:
             raise CommandError("--day looks like 2027-03-15") from None
         start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
         classes = [resource_class] if resource_class else list(settings.RESOURCE_CLASSES)
-        result = forecast(start, start + timedelta(days=1), classes=classes)
+        try:
+            result = forecast(start, start + timedelta(days=1), classes=classes, budget=budget)
+        except ForecastTooLarge:
+            raise CommandError(f"the schedules due that day make more occurrences than the budget "
+                               f"({budget or settings.CAPACITY_FORECAST_BUDGET}) simulates; pass a larger --budget") from None
         self.stdout.write(f"capacity forecast for {day} (UTC)")
         for rc in classes:
             self.stdout.write("\n".join(chart_lines(result, rc)))
