@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Case, Count, F, Max, Min, OuterRef, Subquery, Value, When
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Count, Max, Min, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
 
-from runs.models import REQUESTED, UNFINISHED, Run, RunState
+from runs.models import UNFINISHED, Run, RunState, owed_since_expression
 from schedules.models import Schedule, Tenant
 from schedules.recurrence import EARLIEST
 from schedules.selectors import unavailable_job_types
@@ -43,7 +43,7 @@ class Failing:
 
 def late_now(now: datetime) -> Late:
     cutoff = now - timedelta(seconds=settings.CONSOLE_START_OBJECTIVE_SECONDS)
-    owed = Case(When(REQUESTED, then=Greatest(F("due_at"), F("created_at"))), default=F("due_at"))
+    owed = owed_since_expression("due_at")
     waiting = (
         Run.objects.filter(UNFINISHED, state__in=[RunState.PENDING, RunState.QUEUED], due_at__lt=cutoff)
         .annotate(owed=owed).filter(owed__lt=cutoff)

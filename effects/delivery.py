@@ -304,8 +304,9 @@ def finish_delivery(p: PreparedDelivery, result: ProviderOutcome) -> None:
             return
         locked = _locked(intent)
         delivery = EffectDelivery.objects.select_for_update().get(id=p.delivery_id)
-        # Even if a deadline recovery already called it uncertain, the real answer is better evidence.
-        transition(delivery, {"intent_id": intent.id, "number": p.number}, finished_at=now,
+        # Even if a deadline recovery already called it uncertain, the real answer is better
+        # evidence: overwritten whatever it holds (the guard only refuses another intent's row).
+        transition(delivery, {"intent_id": intent.id}, finished_at=now,
                    outcome=_delivery_state(result.outcome), external_id=result.external_id[:300],
                    detail=result.detail[:10000])
         if result.outcome == adapters.SENT and intent.state != EffectState.SENT:

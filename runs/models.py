@@ -58,9 +58,18 @@ class Trigger(models.TextChoices):
 
 
 # Work a client asked for (a run once, a backfilled past instant) rather than an instant the
-# scanner reached: its lateness starts when it was created, and while unclaimed it counts
-# against the tenant's maxPendingManualRuns.
+# scanner reached: its lateness starts when it was created, and while unclaimed a backfill
+# counts it against the tenant's maxPendingManualRuns (operations.check_requested_work_quota).
 REQUESTED = Q(trigger=Trigger.MANUAL) | Q(backfilled=True)
+
+
+def owed_since_expression(instant: str = "due_at"):
+    """owed_since as a database expression over a run's `instant` column (a query's filter
+    or order by it)."""
+    from django.db.models import Case, F, When
+    from django.db.models.functions import Greatest
+
+    return Case(When(REQUESTED, then=Greatest(F(instant), F("created_at"))), default=F(instant))
 
 
 def owed_since(instant, *, created_at, trigger: str, backfilled: bool):

@@ -11,7 +11,7 @@ from schedules import recurrence
 from schedules.celery_tasks import check_celery_task_allowed
 from schedules.models import AuthorKind, JobType, RequestKey, Schedule, ScheduleRevision, Tenant
 from schedules.specs import ScheduleSpec, default_payload, validate_params, validate_retry
-from schedules.locks import lock_schedule
+from schedules.locks import lock_schedule, lock_tenant
 from schedules.selectors import job_types_allowed
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import (
@@ -85,8 +85,7 @@ def _contended() -> Contended:
 
 def _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, author_kind):
     with transaction.atomic():
-        # The tenant lock serializes creates: quota counts and key look-ups are exact.
-        Tenant.objects.select_for_update().filter(id=tenant.id).first()
+        lock_tenant(tenant)
         if idempotency_key:
             previous = RequestKey.objects.filter(tenant=tenant, scope="schedules", key=idempotency_key).first()
             if previous is not None:

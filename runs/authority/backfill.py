@@ -12,14 +12,14 @@ from django.db import transaction
 
 from runs.authority.materialize import run_payload
 from runs.authority.locks import lock_tenant_quota
-from runs.authority.operations import available_job_type, check_requested_work_quota
+from runs.authority.operations import check_requested_work_quota, require_available
 from runs.authority.sql import bulk_set
 from runs.authority.transitions import dispatch_intent
 from runs.catch_up import RUN_ALL_PER_CYCLE
 from runs.models import Outbox, PendingReason, Run, RunState, Trigger
 from schedules import recurrence
 from schedules.locks import lock_schedule
-from schedules.models import ScheduleRevision
+from schedules.models import JobType, ScheduleRevision
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import InvalidRequest, InvalidState
 
@@ -65,7 +65,8 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
             Run.objects.filter(schedule=schedule, trigger=Trigger.SCHEDULE, scheduled_at__in=instants)
             .values_list("scheduled_at", flat=True)
         )
-        job_type = available_job_type(schedule)
+        job_type = JobType.objects.get(name=schedule.job_type_id)
+        require_available(job_type)
         revision = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision)
         payload = run_payload(revision.payload, job_type)
         rows = [

@@ -1,8 +1,9 @@
 """Row locks, always taken in one order, so that no two transactions wait on each other:
 
-1. tenant (its quotas: requested work, `lock_tenant_quota`),
+1. tenant (`schedules.locks.lock_tenant`: schedule creates, and here `lock_tenant_quota`),
 2. schedule (`schedules.locks.lock_schedule`; the schedules of many runs in id order:
-   sql.lock_schedules_of_runs),
+   sql.lock_schedules_of_runs), then, in a strict schedule's write, its resource class's
+   admission epoch (runs.capacity.admission: confirming the admission's forecast),
 3. run (`lock_schedule_then_run`; many runs in id order, as every hot statement does),
 4. registry object (publication and cleanup lock the run first, then the object),
 5. the tenant's storage figure (runs.models.TenantStorage, written after its objects).
@@ -14,16 +15,15 @@ A transaction may skip a level, never go back up one. Claims lock tenants, then 
 from django.db.models import Subquery
 
 from runs.models import Run
-from schedules.models import Schedule, Tenant
+from schedules.locks import lock_tenant
+from schedules.models import Schedule
 from scheduler_project.errors import NotFound
 
 
 def lock_tenant_quota(tenant) -> int:
     """Lock the tenant's row and read its quota of requested work waiting to be claimed
     (maxPendingManualRuns): two requests cannot both see room for the same runs."""
-    return Tenant.objects.select_for_update().filter(id=tenant.id).values_list(
-        "max_pending_manual_runs", flat=True
-    ).first()
+    return lock_tenant(tenant).max_pending_manual_runs
 
 
 def lock_schedule_then_run(run_id: str, *, tenant=None) -> tuple[Schedule, Run]:

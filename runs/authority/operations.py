@@ -3,6 +3,7 @@
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Q
 
 from schedules.models import JobType, RequestKey, ScheduleRevision
 from schedules.celery_tasks import check_celery_task_allowed
@@ -27,7 +28,7 @@ def run_once(
     with transaction.atomic(durable=True):
         limit = lock_tenant_quota(tenant)
         schedule = lock_schedule(schedule_id, tenant=tenant)
-        job_type = available_job_type(schedule)
+        job_type = JobType.objects.get(name=schedule.job_type_id)
         params = {**schedule.params, **(params or {})}
         validate_params(job_type, params)
         check_celery_task_allowed(tenant, job_type.name, params)
@@ -38,7 +39,8 @@ def run_once(
                 if previous.request_hash != request_hash:
                     raise IdempotencyConflict("this Idempotency-Key was used with a different request")
                 return Run.objects.get(id=previous.resource_id), False
-        check_requested_work_quota(tenant, limit, adding=1)
+        require_available(job_type)  # after the replay: an accepted request keeps its answer
+        check_requested_work_quota(tenant, limit, adding=1, waiting=Q(trigger=Trigger.MANUAL))
         now = authority_now()
         revision = ScheduleRevision.objects.get(schedule=schedule, revision=schedule.revision)
         payload = run_payload({**revision.payload, "params": params}, job_type)
@@ -69,28 +71,26 @@ def run_once(
         return run, True
 
 
-def available_job_type(schedule) -> JobType:
-    """The schedule's job type, for new work of it: JobTypeUnavailable when its declaration is
-    gone (such a run would wait for a worker that cannot run it)."""
-    job_type = JobType.objects.get(name=schedule.job_type_id)
+def require_available(job_type: JobType) -> None:
+    """New work of a job type whose declaration is gone is refused (JobTypeUnavailable): such
+    a run would wait for a worker that cannot run it."""
     if not job_type.enabled:
         raise JobTypeUnavailable(
             f"job type {job_type.name!r} has no declaration any more: no worker can run it until it is declared "
             f"again (SCHEDULER_JOB_MODULES)", details={"jobType": job_type.name},
         )
-    return job_type
 
 
-def check_requested_work_quota(tenant, limit: int, *, adding: int) -> None:
-    """The tenant (locked by locks.lock_tenant_quota) may hold at most `limit` requested
-    runs (manual or backfilled, models.REQUESTED) not yet claimed: QuotaExceeded when
-    `adding` more would pass it."""
-    waiting = Run.objects.filter(REQUESTED, tenant=tenant, state__in=(RunState.PENDING, RunState.QUEUED))
-    held = waiting[:limit].count()  # counts no further than the limit
-    if held + adding > limit:
+def check_requested_work_quota(tenant, limit: int, *, adding: int, waiting: Q = REQUESTED) -> None:
+    """The tenant (locked by locks.lock_tenant_quota) may hold at most `limit`
+    (maxPendingManualRuns) runs of `waiting` not yet claimed: QuotaExceeded when `adding` more
+    would pass it. A run once counts the manual runs waiting, as the contract says; a
+    backfill counts them and the backfilled ones (models.REQUESTED), so it never takes the
+    tenant's requested work past the quota."""
+    held = Run.objects.filter(waiting, tenant=tenant, state__in=(RunState.PENDING, RunState.QUEUED))[:limit].count()
+    if held + adding > limit:  # counted no further than the limit
         raise QuotaExceeded(
-            f"tenant has {held} manual or backfilled runs waiting to be claimed and asked for {adding} more; "
-            f"its quota is {limit}",
+            f"tenant has {held} runs waiting to be claimed and asked for {adding} more; its quota is {limit}",
             details={"quota": "maxPendingManualRuns", "limit": limit},
         )
 

@@ -171,8 +171,8 @@ class _Check:
     def read(cls, schedule, job_type, rule, jitter: int, deadline: int, steps: Steps,
              most: int = MAX_CHECKED_INSTANTS) -> "_Check | None":
         now = authority_now()
-        instants = rule_instants(rule, now, now + timedelta(seconds=settings.CAPACITY_ADMISSION_HORIZON_SECONDS))
-        instants = instants[:most]
+        instants = rule_instants(rule, now, now + timedelta(seconds=settings.CAPACITY_ADMISSION_HORIZON_SECONDS),
+                                 most=most)
         if not instants:
             return None
         rc = job_type.resource_class
@@ -181,11 +181,12 @@ class _Check:
         end = instants[-1] + timedelta(seconds=max(JITTER_LADDER) + 1)
         walk = Budget(steps.left)
         try:
-            due = occurrences_due(start, end, exclude=schedule.id, durations=schedule_durations, budget=walk)
+            # Only the candidate's class shares its slots: no other class's load is read.
+            due = occurrences_due(start, end, exclude=schedule.id, durations=schedule_durations, budget=walk,
+                                  resource_class=rc)
         except DemandTooLarge as error:
             raise SimulationTooLong(0.0) from error
         steps.spend(walk.walked)
-        due = [d for d in due if d.resource_class == rc]
         expected = expected_durations({d.job_type for d in due} | {job_type.name})
         work = class_work(start, due, expected, None, under_way=start == now)[rc]
         slots = live_slots().get(rc, 0)

@@ -171,13 +171,13 @@ def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: da
 
 
 def live_sources(*, exclude: str | None = None, before: datetime | None = None,
-                 durations=None) -> list[tuple[Source, list[datetime]]]:
+                 durations=None, resource_class: str | None = None) -> list[tuple[Source, list[datetime]]]:
     """(source, the next instants of the schedules sharing it) for every schedule that will
     run: not deleted, not paused, with a next instant (before `before`, when given: a schedule
     whose next instant is later has nothing due earlier, jitter only adds to an instant).
     Schedules without jitter that share their instants (same_instants), job type, tenant,
     strictness and expected duration are one source."""
-    live = _live(exclude, before)
+    live = _live(exclude, before, resource_class)
     rows = _live_rows(live)
     own = durations(live.values("id")) if durations else {}
     parsed = {}
@@ -216,10 +216,12 @@ class _Joined(Aggregate):
         return super().as_sql(compiler, connection, function="GROUP_CONCAT", **extra_context)
 
 
-def _live(exclude: str | None, before: datetime | None):
+def _live(exclude: str | None, before: datetime | None, resource_class: str | None = None):
     rows = Schedule.objects.filter(deleted_at__isnull=True, paused=False, next_run_at__isnull=False)
     if before is not None:
         rows = rows.filter(next_run_at__lt=before)
+    if resource_class is not None:
+        rows = rows.filter(job_type__resource_class=resource_class)
     return rows.exclude(id=exclude) if exclude else rows
 
 
@@ -265,15 +267,16 @@ def strict_schedules(resource_class: str, *, exclude: str | None, before: dateti
 
 
 def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = None,
-                    extra: list[Source] = (), durations=None, budget: Budget = UNLIMITED) -> list[Due]:
-    """Every occurrence due in [start, end): the live schedules' (but `exclude`) from their
-    next instants, `extra`'s from `start`, and the materialized ones (`materialized_due`).
-    Each instant walked and each occurrence counted is taken from `budget` (DemandTooLarge
-    when it runs out)."""
+                    extra: list[Source] = (), durations=None, budget: Budget = UNLIMITED,
+                    resource_class: str | None = None) -> list[Due]:
+    """Every occurrence due in [start, end) (of `resource_class`'s job types only, when
+    given): the live schedules' (but `exclude`) from their next instants, `extra`'s from
+    `start`, and the materialized ones (`materialized_due`). Each instant walked and each
+    occurrence counted is taken from `budget` (DemandTooLarge when it runs out)."""
     walk = budget
     resolved: dict[tuple, list[datetime]] = {}  # each rule walked once (twice with jitter: from earlier)
-    due: list[Due] = materialized_due(start, end, durations=durations)
-    live = live_sources(exclude=exclude, before=end, durations=durations)
+    due: list[Due] = materialized_due(start, end, durations=durations, resource_class=resource_class)
+    live = live_sources(exclude=exclude, before=end, durations=durations, resource_class=resource_class)
     for source, firsts in [*live, *((s, [None]) for s in extra)]:
         if source.rule.kind == "after_completion":
             due.extend(d for first in firsts for d in source_due(source, start, end, first=first, budget=walk))
@@ -314,13 +317,15 @@ def _shared_due(source: Source, instants: list[datetime], firsts: list, start: d
     return due
 
 
-def materialized_due(start: datetime, end: datetime, *, durations=None) -> list[Due]:
+def materialized_due(start: datetime, end: datetime, *, durations=None, resource_class: str | None = None) -> list[Due]:
     """Occurrences already materialized and due in [start, end): waiting for their due
     instant (jittered, or a manual run for later) or queued. The rules' walk starts after
     them (at each schedule's next instant), so none counts twice."""
     fields = ("due_at", "resource_class", "job_type", "tenant_id", "strict", *(("schedule_id",) if durations else ()))
-    rows = list(Run.objects.filter(MATERIALIZED_DUE, due_at__gte=start, due_at__lt=end)
-                .values_list(*fields).annotate(n=Count("id")).order_by())
+    runs = Run.objects.filter(MATERIALIZED_DUE, due_at__gte=start, due_at__lt=end)
+    if resource_class is not None:
+        runs = runs.filter(resource_class=resource_class)
+    rows = list(runs.values_list(*fields).annotate(n=Count("id")).order_by())
     if not durations:
         return [Due(at, rc, job_type, tenant_id, n, None, strict) for at, rc, job_type, tenant_id, strict, n in rows]
     own = durations({row[5] for row in rows})

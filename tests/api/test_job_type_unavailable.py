@@ -56,6 +56,14 @@ def test_run_once_and_backfill_are_refused_and_create_nothing(client, orphaned):
     assert Run.objects.count() == 2
 
 
+def test_a_replay_of_a_run_once_accepted_before__still_answers_its_run(client):
+    schedule = create_schedule(client, name="nightly")["scheduleId"]
+    accepted = run_once(client, schedule, HTTP_IDEMPOTENCY_KEY="k1")
+    declare_all_but("demo.sleep")
+    replay = client.post(f"/api/v1/schedules/{schedule}/runs", {}, HTTP_IDEMPOTENCY_KEY="k1")
+    assert replay.status_code == 200 and replay.json()["runId"] == accepted["runId"]
+
+
 def test_declared_again__everything_as_before(client, orphaned):
     schedule_id, queued, pending = orphaned
     assert [c.kind for c in job_types_sync()] == ["changed"]

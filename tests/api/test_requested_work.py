@@ -36,7 +36,18 @@ def test_backfill__past_the_quota_is_429_and_creates_nothing(db):
     assert Run.objects.filter(schedule_id=schedule).count() == 10
     # What still fits is accepted: five more instants make fifteen.
     assert backfill(client, schedule, {"from": "2026-01-02T00:00:00Z", "to": "2026-01-02T00:05:00Z"}).status_code == 200
-    assert_error(client.post(f"/api/v1/schedules/{schedule}/runs"), 429, "quota_exceeded")
+    assert Run.objects.filter(schedule_id=schedule).count() == 15
+
+
+def test_run_once__its_quota_counts_manual_runs_only__a_backfill_counts_both(db):
+    """The contract's maxPendingManualRuns limits manual runs waiting; a backfill may not take
+    the tenant's requested work (manual and backfilled runs waiting) past it either."""
+    client = api_client(make_tenant("limited", max_pending_manual_runs=10))
+    schedule = create_schedule(client, recurrence=MINUTELY, overlapPolicy="allow")["scheduleId"]
+    assert backfill(client, schedule).json()["created"] == 10
+    assert run_once(client, schedule)["state"] == "queued"  # no manual run waits: room for one
+    assert_error(backfill(client, schedule, {"from": "2026-01-02T00:00:00Z", "to": "2026-01-02T00:01:00Z"}),
+                 429, "quota_exceeded")
 
 
 def test_backfilled_runs__count_until_claimed__released_or_not(db, worker_client):
@@ -45,13 +56,13 @@ def test_backfilled_runs__count_until_claimed__released_or_not(db, worker_client
     schedule = create_schedule(client, recurrence=MINUTELY, overlapPolicy="allow")["scheduleId"]
     assert backfill(client, schedule).json()["created"] == 10
     assert release_backfill() == 10  # queued now, still waiting to be claimed
-    assert_error(client.post(f"/api/v1/schedules/{schedule}/runs"), 429, "quota_exceeded")
+    one_more = {"from": "2026-01-02T00:00:00Z", "to": "2026-01-02T00:01:00Z"}
+    assert_error(backfill(client, schedule, one_more), 429, "quota_exceeded")
     for _ in range(3):
         claim(workers)
-    assert run_once(client, schedule)["state"] == "queued"  # three claimed: room for three
-    assert backfill(client, schedule, {"from": "2026-01-02T00:00:00Z", "to": "2026-01-02T00:02:00Z"}).json()[
-        "created"] == 2
-    assert_error(client.post(f"/api/v1/schedules/{schedule}/runs"), 429, "quota_exceeded")
+    assert backfill(client, schedule, {"from": "2026-01-03T00:00:00Z", "to": "2026-01-03T00:03:00Z"}).json()[
+        "created"] == 3  # three claimed: room for three
+    assert_error(backfill(client, schedule, one_more), 429, "quota_exceeded")
 
 
 def test_a_repeated_backfill_creating_nothing_is_accepted_when_full(db):

@@ -36,7 +36,7 @@ from tests.deploy.compose import (
 )
 from tests.e2e.processes import Processes, wait_until
 from tests.effects.helpers import start_smtp_sink
-from tests.servers import free_port, fresh_postgresql_database, pgbouncer_in_front_of, stop_process
+from tests.servers import free_port, pgbouncer_in_front_of, stop_process
 
 # Compose services the test provides itself; a new one needs a stand-in here.
 STAND_INS = {"postgres", "pgbouncer", "redis", "minio", "mailpit"}

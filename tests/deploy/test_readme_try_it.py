@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tests.child_env import fresh_shell_env
-from tests.deploy.compose import README, ROOT
+from tests.deploy.compose import README
 from tests.e2e.processes import PYTHON, Processes
 from tests.servers import free_port, wait_for_port
 

@@ -131,4 +131,3 @@ def schedules_without_job_type(*, limit: int = 20, using: str = "default") -> tu
     orphans = Schedule.objects.using(using).filter(deleted_at__isnull=True, job_type__enabled=False)
     shown = orphans.order_by("job_type_id", "id").values_list("tenant_id", "id", "name", "job_type_id")[:limit]
     return orphans.count(), [f"{tenant} {sid} {name!r}: job type {job_type}" for tenant, sid, name, job_type in shown]
-
