@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 from schedules.recurrence import RecurrenceError, parse_rule
-from schedules.recurrence.cron import compile_cron
+from schedules.recurrence.cron import compile_cron, value_ranges
 
 DAYS = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 MONTHS = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -149,12 +149,7 @@ def _weekdays(days: list[int]) -> str:
 
 def _ranges(values: list[int]) -> str:
     """`1-5, 10, 15`."""
-    parts, start = [], values[0]
-    for previous, value in zip(values, values[1:] + [None]):
-        if value is None or value != previous + 1:
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-            start = value
-    return ", ".join(parts)
+    return ", ".join(value_ranges(values))
 
 
 def _listed(names: list[str], values) -> str:

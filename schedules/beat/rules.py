@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 
 from schedules.beat.instants import beat_cron_instants
 from schedules.recurrence import MAX_SECONDS, RecurrenceError, Rule, parse_rule
+from schedules.recurrence.cron import value_ranges
 
 UTC = timezone.utc
 PERIOD_SECONDS = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
@@ -173,12 +174,7 @@ def _cron_field(values, every: range) -> str:
     values = sorted(set(values))
     if values == list(every):
         return "*"
-    parts, start = [], values[0]
-    for previous, value in zip(values, values[1:] + [None]):
-        if value is None or value != previous + 1:
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-            start = value
-    return ",".join(parts)
+    return ",".join(value_ranges(values))
 
 
 def _text(field: str) -> str:

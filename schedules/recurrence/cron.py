@@ -75,6 +75,18 @@ _SEPARATORS = re.compile(r"[ \t]+")
 _MAX_MONTH_DAYS = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
+def value_ranges(values) -> list[str]:
+    """Sorted distinct ``values`` as cron list items: runs of consecutive values as ``a-b``,
+    the rest alone (``[1, 2, 3, 10]`` -> ``["1-3", "10"]``)."""
+    values = sorted(set(values))
+    parts, start = [], values[0]
+    for previous, value in zip(values, values[1:] + [None]):
+        if value is None or value != previous + 1:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+            start = value
+    return parts
+
+
 def normalize_cron(expression: str) -> str:
     """Validate a cron expression and return its canonical text (lowercase, single spaces)."""
     _check_text(expression)
