@@ -24,7 +24,8 @@ def run_once(
 ) -> tuple[Run, bool]:
     """Create one manual occurrence (`params` over the schedule's, due at `run_at` or now);
     the same key returns the same run if `request_hash` matches the request that carried it.
-    Past the tenant's quota of requested work: QuotaExceeded, nothing created."""
+    Past the tenant's quota of manual runs waiting (maxPendingManualRuns): QuotaExceeded,
+    nothing created."""
     with transaction.atomic(durable=True):
         limit = lock_tenant_quota(tenant)
         schedule = lock_schedule(schedule_id, tenant=tenant)
