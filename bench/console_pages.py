@@ -12,8 +12,10 @@ schedules are failing now), one in 500 with an expired attempt before it. Then, 
 Overview has something to say: 200 runs queued and 10 minutes late, and 1,000 uncertain
 email effects. Times each console page through Django's test client, in process (server
 time: middleware, view, queries, template), after one warm-up call, and prints the median and
-p95 of `--repeat` calls per page. Last, it drops run_finished_state_idx and times the
-failed-runs page again: the figure without the index.
+p95 of `--repeat` calls per page, after measuring the statistics snapshot forecasts read (what
+the cleanup loop does every CAPACITY_STATS_REFRESH_SECONDS; its time is printed). Last, it
+drops run_finished_state_idx and times the failed-runs page again, then deletes the snapshot
+and times Next 24 hours again: the figures without the index and without the snapshot.
 """
 
 import argparse
@@ -182,9 +184,15 @@ def main():
     from django.db import connection
     from django.test import Client
 
+    from runs.capacity.statistics import refresh_snapshot
+    from runs.models import StatisticsSnapshot
+
     started = time.perf_counter()
     tenants = seed(args.runs, args.schedules)
     print(f"seeding took {time.perf_counter() - started:.0f} s")
+    started = time.perf_counter()
+    refresh_snapshot()  # what the cleanup loop does every CAPACITY_STATS_REFRESH_SECONDS
+    print(f"the statistics snapshot (cleanup's pass) took {(time.perf_counter() - started) * 1000:.0f} ms")
     client = Client()
     client.force_login(get_user_model().objects.create_user("bench", password="x", is_staff=True))
     urls = pages(tenants)
@@ -199,6 +207,9 @@ def main():
         cursor.execute("DROP INDEX run_finished_state_idx")
     middle, p95 = timed(client, urls["runs ?state=failed"], args.repeat)
     print(f"{'runs ?state=failed, no index':32} {middle:8.1f} {p95:8.1f}")
+    StatisticsSnapshot.objects.all().delete()
+    middle, p95 = timed(client, urls["next 24 hours"], args.repeat)
+    print(f"{'next 24 hours, no snapshot':32} {middle:8.1f} {p95:8.1f}")
 
 
 if __name__ == "__main__":

@@ -379,6 +379,28 @@ class TenantStorage(models.Model):
     stored_bytes = models.BigIntegerField(default=0)
 
 
+class ExpectedDuration(models.Model):
+    """How long a run of a schedule (with enough history of its own) or of a job type is
+    expected to take, as the latest statistics snapshot measured it
+    (runs.capacity.statistics.refresh_snapshot): forecasts and admissions read these rows
+    instead of joining a week of runs with their attempts each time."""
+
+    SCHEDULE, JOB_TYPE = "schedule", "job_type"
+    kind = models.CharField(max_length=8, choices=[(SCHEDULE, "schedule"), (JOB_TYPE, "job type")])
+    subject = models.CharField(max_length=100)  # the schedule's id or the job type's name
+    seconds = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "subject"], name="expectedduration_unique")]
+
+
+class StatisticsSnapshot(models.Model):
+    """One row (id 1): when the ExpectedDuration rows were measured. Refreshers lock it to
+    replace them one at a time."""
+
+    measured_at = models.DateTimeField(null=True)
+
+
 class WorkerSlots(models.Model):
     """Live capacity: one worker process's slots of one resource class, as it last reported
     them (runs.capacity.live). A row whose expires_at has passed is a process presumed dead."""

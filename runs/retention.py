@@ -1,4 +1,5 @@
-"""Retention and safe cleanup, in bounded batches (`manage.py cleanup`, task scheduler.cleanup).
+"""Retention and safe cleanup, in bounded batches (`manage.py cleanup`, task scheduler.cleanup),
+and on the same pass the statistics snapshot forecasts read (runs.capacity.statistics).
 
 Objects follow the registry protocol (docs/design.md, "Object registry"): this module finds candidates, and
 `runs.authority.objects` re-checks each under lock, marks it `deleting`, and deletes it.
@@ -19,6 +20,7 @@ from django.db.models import F, Q
 
 from effects.models import EffectDelivery, EffectIntent
 from runs.authority.objects import object_delete_marked, object_mark_deleting
+from runs.capacity.statistics import refresh_snapshot
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.models import (
@@ -49,13 +51,15 @@ class CleanupStats(Counts):
     objects_failed: int = 0
     runs_deleted: int = 0
     request_keys_deleted: int = 0
+    statistics_refreshed: int = 0
 
 
 def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHES_PER_PASS,
                  advance=None) -> CleanupStats:
     """Objects first (so run history can follow), then run history, then request keys.
     Each step works batch by batch and stops after ``max_batches``: a pass is bounded.
-    ``advance(n)``, if given, is told the rows each batch removed (a progress bar)."""
+    ``advance(n)``, if given, is told the rows each batch removed (a progress bar). Last, the
+    statistics snapshot is measured again if it is due."""
     batch_size = batch_size or settings.CLEANUP_BATCH_SIZE
     total = CleanupStats()
     for step in (count_stored_bytes, collect_objects, expire_run_history, expire_request_keys):
@@ -66,6 +70,7 @@ def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHE
                 advance(stats.objects_deleted + stats.runs_deleted + stats.request_keys_deleted)
             if not _worked(stats, batch_size):
                 break
+    total.statistics_refreshed = int(refresh_snapshot())
     return total
 
 

@@ -324,6 +324,10 @@ CAPACITY_STATS_SAMPLES = env_int("CAPACITY_STATS_SAMPLES", 1000)
 CAPACITY_SCHEDULE_MIN_SAMPLES = env_int("CAPACITY_SCHEDULE_MIN_SAMPLES", 10)
 # Expected duration of a job type without any accepted attempt in the window.
 CAPACITY_DEFAULT_DURATION_SECONDS = env_int("CAPACITY_DEFAULT_DURATION_SECONDS", 5)
+# Forecasts and admissions read the expected durations (per schedule and per job type) from a
+# snapshot the cleanup loop measures again when it is this old; one three times older is not
+# used (they measure the window themselves, as before any snapshot).
+CAPACITY_STATS_REFRESH_SECONDS = env_int("CAPACITY_STATS_REFRESH_SECONDS", 300)
 # Worker processes report their slots this often; a report is alive this long.
 CAPACITY_REPORT_INTERVAL_SECONDS = env_int("CAPACITY_REPORT_INTERVAL_SECONDS", 10)
 CAPACITY_REPORT_TTL_SECONDS = env_int("CAPACITY_REPORT_TTL_SECONDS", 30)

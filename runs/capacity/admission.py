@@ -30,9 +30,9 @@ from django.db.models import F
 
 from runs.capacity import promises
 from runs.capacity.demand import Budget, DemandTooLarge, Source, occurrences_due, rule_instants, source_due
-from runs.capacity.forecast import class_work, claimants, expected_durations
+from runs.capacity.forecast import class_work, claimants
 from runs.capacity.live import live_slots
-from runs.capacity.statistics import schedule_durations
+from runs.capacity.statistics import job_type_durations, schedule_durations
 from runs.capacity.waves import Arrival, Lateness, SimulationTooLong, Steps, fewest, simulate
 from runs.models import AdmissionEpoch
 from scheduler_project.clock import authority_now, instant as instant_text
@@ -187,7 +187,7 @@ class _Check:
         except DemandTooLarge as error:
             raise SimulationTooLong(0.0) from error
         steps.spend(walk.walked)
-        expected = expected_durations({d.job_type for d in due} | {job_type.name})
+        expected = job_type_durations({d.job_type for d in due} | {job_type.name})
         work = class_work(start, due, expected, None, under_way=start == now)[rc]
         slots = live_slots().get(rc, 0)
         own = schedule_durations([schedule.id]).get(schedule.id, expected[job_type.name])  # an edit's own history

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from runs.capacity.demand import Budget, DemandTooLarge, Due, occurrences_due
 from runs.capacity.live import capacity_by_class
-from runs.capacity.statistics import runtime_statistics, schedule_durations
+from runs.capacity.statistics import job_type_durations, schedule_durations
 from runs.capacity.waves import Arrival, Busy, Claimants, Lateness, SimulationTooLong, Steps, simulate, slots_needed
 from runs.models import Run, RunState
 from schedules.models import Tenant
@@ -133,12 +133,9 @@ def range_work(start: datetime, end: datetime, tenant_id: str | None, steps=None
     due = occurrences_due(start, end, durations=schedule_durations, budget=walk)
     if steps is not None:
         steps.spend(walk.walked)
-    expected = expected_durations({d.job_type for d in due} | _running_job_types())
+    expected = job_type_durations({d.job_type for d in due} | _running_job_types())
     return class_work(start, due, expected, tenant_id)
 
-
-def expected_durations(job_types) -> dict[str, float]:
-    return {name: stats.expected_duration() for name, stats in runtime_statistics(sorted(job_types)).items()}
 
 
 def _running_job_types() -> set[str]:

@@ -2,17 +2,20 @@
 schedule: execution duration (claim to accepted completion) and queue delay (due to claim;
 for requested work, creation to claim when it was created after its instant: models.owed_since),
 separately. Forecasts expect a run of a schedule with enough history of its own to last its
-own mean (`schedule_durations`), any other run its job type's."""
+own mean (`schedule_durations`), any other run its job type's (`job_type_durations`): both
+read from a snapshot the cleanup loop measures every CAPACITY_STATS_REFRESH_SECONDS
+(`refresh_snapshot`), so a forecast does not join a week of runs with their attempts each
+time; without a recent snapshot they measure, as `measured_durations` does."""
 
 import math
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, QuerySet
 
-from runs.models import Run, owed_since
+from runs.models import ExpectedDuration, Run, StatisticsSnapshot, owed_since
 from scheduler_project.clock import authority_now
 
 QUANTILES = (50, 95, 99)
@@ -105,7 +108,7 @@ def runtime_statistics(job_types, *, now=None, tenant=None) -> dict[str, Runtime
             for name in names}
 
 
-def schedule_durations(schedules, *, now=None) -> dict[str, float]:
+def measured_durations(schedules, *, now=None) -> dict[str, float]:
     """{schedule id: seconds a run of it is expected to take} for those of `schedules` (ids,
     or a query of schedules' ids) with at least CAPACITY_SCHEDULE_MIN_SAMPLES accepted
     attempts in the window: the mean of their latest CAPACITY_STATS_SAMPLES, to two
@@ -113,13 +116,8 @@ def schedule_durations(schedules, *, now=None) -> dict[str, float]:
     through the simulation as a few groups). Reads only those schedules' runs: a query in
     one statement, ids in statements of _ids_per_statement()."""
     now = now or authority_now()
-    if isinstance(schedules, QuerySet):
-        chunks = [schedules]
-    else:
-        ids, size = sorted({i for i in schedules if i}), _ids_per_statement()
-        chunks = [ids[first:first + size] for first in range(0, len(ids), size)]
     found: dict[str, float] = {}
-    for chunk in chunks:
+    for chunk in _chunks(schedules):
         rows = (_accepted(now, schedule_id__in=chunk).values("schedule_id")
                 .annotate(n=Count("id"), mean=Avg(_DURATION)).filter(n__gte=settings.CAPACITY_SCHEDULE_MIN_SAMPLES)
                 .order_by().values_list("schedule_id", "n", "mean"))
@@ -130,6 +128,14 @@ def schedule_durations(schedules, *, now=None) -> dict[str, float]:
                 seconds = _round(_seconds(mean))
             found[schedule_id] = two_significant_digits(seconds)
     return found
+
+
+def _chunks(ids) -> list:
+    """`ids` (a query of ids, or ids) as the lists of ids, or the query, statements may take."""
+    if isinstance(ids, QuerySet):
+        return [ids]
+    ids, size = sorted({i for i in ids if i}), _ids_per_statement()
+    return [ids[first:first + size] for first in range(0, len(ids), size)]
 
 
 def _ids_per_statement() -> int:
@@ -145,3 +151,64 @@ def _seconds(mean) -> float:
 
 def two_significant_digits(seconds: float) -> float:
     return float(f"{seconds:.2g}")
+
+
+# --- The snapshot forecasts read ---------------------------------------------------------------
+
+
+def schedule_durations(schedules, *, now=None) -> dict[str, float]:
+    """measured_durations' answer as the latest snapshot has it (one indexed read), or measured
+    now when there is no recent snapshot."""
+    if not _snapshot_recent(now):
+        return measured_durations(schedules, now=now)
+    found: dict[str, float] = {}
+    for chunk in _chunks(schedules):
+        found.update(ExpectedDuration.objects.filter(kind=ExpectedDuration.SCHEDULE, subject__in=chunk)
+                     .values_list("subject", "seconds"))
+    return found
+
+
+def job_type_durations(job_types, *, now=None) -> dict[str, float]:
+    """{job type: seconds a run of it is expected to take} (RuntimeStats.expected_duration) for
+    each of `job_types`, as the latest snapshot has it, or measured now without a recent one."""
+    names = sorted(set(job_types))
+    if not _snapshot_recent(now):
+        return {name: stats.expected_duration() for name, stats in runtime_statistics(names, now=now).items()}
+    default = float(settings.CAPACITY_DEFAULT_DURATION_SECONDS)
+    found = dict(ExpectedDuration.objects.filter(kind=ExpectedDuration.JOB_TYPE, subject__in=names)
+                 .values_list("subject", "seconds"))
+    return {name: found.get(name, default) for name in names}
+
+
+def _snapshot_recent(now) -> bool:
+    measured = StatisticsSnapshot.objects.filter(pk=1).values_list("measured_at", flat=True).first()
+    too_old = (now or authority_now()) - timedelta(seconds=3 * settings.CAPACITY_STATS_REFRESH_SECONDS)
+    return measured is not None and measured >= too_old
+
+
+def refresh_snapshot(*, now=None) -> bool:
+    """Measure every schedule's and job type's expected duration again when the snapshot is
+    CAPACITY_STATS_REFRESH_SECONDS old (True if it did). The measuring reads outside any
+    transaction; the rows are replaced in one short transaction that holds the snapshot's row,
+    so refreshers running at once replace them one after the other, each whole."""
+    now = now or authority_now()
+    StatisticsSnapshot.objects.get_or_create(pk=1)
+    due = now - timedelta(seconds=settings.CAPACITY_STATS_REFRESH_SECONDS)
+    if StatisticsSnapshot.objects.filter(pk=1, measured_at__gt=due).exists():
+        return False
+    from schedules.models import JobType, Schedule
+
+    schedules = measured_durations(Schedule.objects.values("id"), now=now)
+    job_types = runtime_statistics(JobType.objects.values_list("name", flat=True), now=now)
+    rows = [ExpectedDuration(kind=ExpectedDuration.SCHEDULE, subject=i, seconds=s) for i, s in schedules.items()]
+    rows += [ExpectedDuration(kind=ExpectedDuration.JOB_TYPE, subject=name, seconds=stats.expected_duration())
+             for name, stats in job_types.items() if stats.samples]
+    with transaction.atomic(durable=True):
+        snapshot = StatisticsSnapshot.objects.select_for_update().get(pk=1)
+        if snapshot.measured_at is not None and snapshot.measured_at > due:
+            return False  # another refresher replaced them meanwhile
+        ExpectedDuration.objects.all().delete()
+        ExpectedDuration.objects.bulk_create(rows, batch_size=_ids_per_statement() // 5)
+        snapshot.measured_at = now
+        snapshot.save(update_fields=["measured_at"])
+    return True
