@@ -94,3 +94,20 @@ def test_forecast__of_hours_with_every_second_load__answers_within_a_second(clie
     response, took = _timed(lambda: client.get(FORECAST, query))
     assert response.status_code == 200 and response.json()["minutes"] == []
     assert took < ANSWER_WITHIN
+
+
+def test_another_tenants_dense_jittered_schedules__leave_a_strict_promise_checkable(client, other_client, settings):
+    """B's forty schedules due every second with a minute of jitter each (3.5 million draws a
+    day, more than an admission's budget were they drawn one by one) are forecast as their
+    rule's instants each shifted by half the jitter, walked once: A's strict daily is checked
+    and admitted, not refused as uncheckable (`details.budget`)."""
+    settings.API_RATE_LIMIT_PER_SECOND = 0
+    slots_report("embedded:test:1", {"short": 400})
+    anchor = instant(_tomorrow_at(6))
+    for n in range(40):
+        create_schedule(other_client, name=f"b-{n}", params={"seconds": 0}, jitterSeconds=60,
+                        recurrence={"kind": "interval", "everySeconds": 1, "anchor": anchor})
+    body = {**CRON_BODY, "name": "daily", "recurrence": {"kind": "cron", "cron": "0 7 * * *"},
+            "startDeadlineSeconds": 3600}
+    response = client.post("/api/v1/schedules", body)
+    assert response.status_code == 201, response.content

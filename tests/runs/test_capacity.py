@@ -1,5 +1,6 @@
 """Runtime statistics, live slots, the rules' demand and the forecast, on PostgreSQL."""
 
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -77,6 +78,33 @@ def test_demand__jitter_spreads_a_schedule_within_its_bound(tenant):
     offsets = [d.at.second for d in due]
     assert len(due) == 60 and all(0 <= s <= 30 for s in offsets) and len(set(offsets)) > 5
     assert schedule.jitter_seconds == 30
+
+
+def test_demand__dense_jitter__its_rules_instants_shifted_by_half__walked_once(tenant):
+    """Schedules due every 10 s with a minute of jitter (their draws overlap) count as their
+    rule's instants each 30 s later: the same occurrences per minute, the rule walked once
+    for all of them, not drawn schedule by schedule. A schedule whose instants are farther
+    apart than its jitter is still drawn occurrence by occurrence."""
+    from runs.capacity.demand import Budget
+
+    anchor = "2030-01-07T00:00:00Z"
+    dense = [create_schedule(tenant, name=f"dense-{n}", jitterSeconds=60,
+                             recurrence={"kind": "interval", "everySeconds": 10, "anchor": anchor})
+             for n in range(50)]
+    sparse = create_schedule(tenant, cron="*/5 * * * *", name="sparse", jitterSeconds=60)
+    start = datetime(2030, 1, 7, 8, 0, tzinfo=UTC)
+    budget = Budget(2_000)  # 50 schedules drawn one by one would be 18,000 draws
+    due = occurrences_due(start, start + timedelta(hours=1), budget=budget)
+    counts = Counter()
+    for d in due:
+        if d.count == 50:  # the dense schedules' occurrences, all 50 at each of their due instants
+            counts[d.at.minute] += d.count
+    # Every minute, 07:59:30's instants due at 08:00:00 on: 6 instants a minute, 50 schedules.
+    assert counts == dict.fromkeys(range(60), 50 * 6)
+    assert {d.at.second for d in due if d.count == 50} == {0, 10, 20, 30, 40, 50}
+    assert sorted(d.at.minute // 5 for d in due if d.count == 1) == list(range(12))  # drawn, within a minute
+    assert budget.walked < 1_000
+    assert {dense[0].jitter_seconds, sparse.jitter_seconds} == {60}
 
 
 def test_demand__each_occurrence_once_from_its_next_instant_or_its_run(tenant, monkeypatch):
