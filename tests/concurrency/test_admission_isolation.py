@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from django.db.models import F
 
 from runs.capacity import admission
 from runs.capacity.live import slots_report
@@ -103,3 +104,39 @@ def test_another_tenants_write__does_not_wait_for_a_strict_admission_in_the_admi
     release.set()
     assert held.result(CALL_TIMEOUT).status_code == 302
     assert Schedule.objects.filter(tenant=a, start_deadline_seconds=60).count() == 1
+
+
+def test_an_admission_outpaced_every_time__answers_503_and_creates_nothing(sessions, monkeypatch):
+    """Another process confirms a strict promise of the class while each of this admission's
+    forecasts computes (moving the class's AdmissionEpoch from its own connection): after
+    ADMISSION_ATTEMPTS forecasts the create answers 503 `unavailable` with Retry-After,
+    nothing is created and the idempotency key is not spent. The same request sent again,
+    once the other process is done, is admitted."""
+    from schedules.services import ADMISSION_ATTEMPTS
+
+    slots_report("worker:test:1", {"short": 10}, ttl_seconds=3600)
+    AdmissionEpoch.objects.create(resource_class="short")
+    a = make_tenant("a")
+    other = sessions("another admission")
+    forecasts = []
+    read = admission.live_slots
+
+    def outpaced(*args, **kwargs):
+        forecasts.append(1)
+        other.call(lambda: AdmissionEpoch.objects.filter(resource_class="short").update(epoch=F("epoch") + 1))
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "live_slots", outpaced)
+    strict = {**CRON_BODY, "name": "strict", "recurrence": {"kind": "cron", "cron": "0 9 * * *"},
+              "startDeadlineSeconds": 60}
+    key = {"HTTP_IDEMPOTENCY_KEY": "strict-once"}
+    response = api_client(a).post("/api/v1/schedules", strict, **key)
+    assert response.status_code == 503, response.content
+    assert response.json()["error"]["code"] == "unavailable" and response["Retry-After"]
+    assert len(forecasts) == ADMISSION_ATTEMPTS
+    assert not Schedule.objects.filter(tenant=a).exists()
+
+    monkeypatch.setattr(admission, "live_slots", read)
+    response = api_client(a).post("/api/v1/schedules", strict, **key)
+    assert response.status_code == 201, response.content
+    assert Schedule.objects.filter(tenant=a).count() == 1
