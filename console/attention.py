@@ -18,6 +18,7 @@ from django.db.models import Count, Max, Min, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from runs.models import UNFINISHED, Run, RunState, owed_since_expression
+from runs.selectors import waiting_on_key
 from schedules.models import Schedule, Tenant
 from schedules.recurrence import EARLIEST
 from schedules.selectors import unavailable_job_types
@@ -53,15 +54,16 @@ def late_now(now: datetime) -> Late:
         return Late()
     oldest = list(waiting.select_related("schedule", "tenant").order_by("owed", "id")[:SHOWN])
     unavailable = unavailable_job_types()
+    key_bound = waiting_on_key(run.id for run in oldest if run.state == RunState.QUEUED)
     for run in oldest:
-        run.waiting_for = _waiting_for(run, unavailable)
+        run.waiting_for = _waiting_for(run, unavailable, key_bound)
     return Late(summary["count"], summary["since"], oldest)
 
 
-def _waiting_for(run, unavailable) -> str:
+def _waiting_for(run, unavailable, key_bound) -> str:
     from scheduler_project.http.representations import run_pending_reason
 
-    reason = run_pending_reason(run, unavailable)
+    reason = run_pending_reason(run, unavailable, key_bound)
     if reason:
         return reason
     return "a free slot" if run.state == RunState.QUEUED else "promotion"

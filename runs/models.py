@@ -45,6 +45,9 @@ class PendingReason(models.TextChoices):
 # A waiting run's pendingReason in the API when its job type has no declaration any more:
 # derived when the run is read (the catalog says it), never stored.
 JOB_TYPE_UNAVAILABLE = "job_type_unavailable"
+# A queued run's pendingReason in the API while its schedule's concurrency key has as many
+# attempts running as its limit allows: derived when the run is read, never stored.
+CONCURRENCY_KEY = "concurrency_key"
 
 
 class SkipReason(models.TextChoices):

@@ -11,7 +11,7 @@ from scheduler_project.clock import authority_now
 from runs.models import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED, Attempt, Run
 from scheduler_project.errors import NotFound
 
-__all__ = ["authority_now", "history_watermark", "run_get", "runs_page", "tenant_runs_page"]
+__all__ = ["authority_now", "history_watermark", "run_get", "runs_page", "tenant_runs_page", "waiting_on_key"]
 
 # Used only when the database role cannot see other sessions' transaction start times.
 WATERMARK_FALLBACK_LAG = timedelta(seconds=30)
@@ -92,3 +92,27 @@ def _history_page(runs, *, upper_bound, after: tuple | None, limit: int) -> list
         scheduled_at, run_id = after
         runs = runs.filter(Q(scheduled_at__lt=scheduled_at) | Q(scheduled_at=scheduled_at, id__lt=run_id))
     return list(_with_details(runs.order_by("-scheduled_at", "-id"))[:limit])
+
+
+def waiting_on_key(run_ids) -> frozenset[str]:
+    """Those of `run_ids` queued while their schedule's concurrency key has as many attempts
+    running as its limit allows (what the claim leaves queued): one statement."""
+    from django.db.models import Count, F, OuterRef, Subquery, Value
+    from django.db.models.functions import Coalesce
+
+    from runs.models import RunState
+    from schedules.models import DEFAULT_CONCURRENCY_LIMIT, ConcurrencyLimit
+
+    ids = list(run_ids)
+    if not ids:
+        return frozenset()
+    key = OuterRef("schedule__concurrency_key")
+    running = (Run.objects.filter(tenant_id=OuterRef("tenant_id"), state=RunState.RUNNING, schedule__concurrency_key=key)
+               .order_by().values("tenant_id").annotate(n=Count("id")).values("n"))
+    limit = ConcurrencyLimit.objects.filter(tenant_id=OuterRef("tenant_id"), key=key).values("max_running")
+    return frozenset(
+        Run.objects.filter(id__in=ids, state=RunState.QUEUED).exclude(schedule__concurrency_key="")
+        .annotate(running=Coalesce(Subquery(running), Value(0)),
+                  limit=Coalesce(Subquery(limit), Value(DEFAULT_CONCURRENCY_LIMIT)))
+        .filter(running__gte=F("limit")).values_list("id", flat=True)
+    )

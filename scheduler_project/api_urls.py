@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from scheduler_project.http.concurrency_keys import ConcurrencyKeyListView, ConcurrencyKeyView
 from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
 from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunResultView
 from schedules.views import (
@@ -31,6 +32,8 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/backfill", ScheduleBackfillView.as_view(), name="schedule-backfill"),
     path("schedules/<str:schedule_id>/statistics", ScheduleStatisticsView.as_view(), name="schedule-statistics"),
     path("capacity/forecast", CapacityForecastView.as_view(), name="capacity-forecast"),
+    path("concurrency-keys", ConcurrencyKeyListView.as_view(), name="concurrency-key-list"),
+    path("concurrency-keys/<str:key>", ConcurrencyKeyView.as_view(), name="concurrency-key-detail"),
     path("runs", RunCollectionView.as_view(), name="run-list"),
     path("runs/<str:run_id>", RunDetailView.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelView.as_view(), name="run-cancel"),

@@ -14,7 +14,7 @@ from runs.authority import run_once, schedule_resume
 from runs.capacity.statistics import job_type_statistics, schedule_durations, schedule_statistics
 from runs.models import Run
 from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
-from schedules.models import ApiToken, JobType, Schedule, ShadowDisagreement, Tenant
+from schedules.models import ApiToken, ConcurrencyLimit, JobType, Schedule, ShadowDisagreement, Tenant
 from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.services import schedule_pause
 from schedules.tenants import token_revoke
@@ -132,7 +132,7 @@ POLICIES = (
     "misfire_policy", "misfire_grace_seconds", "overlap_policy",
     "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds",
 )
-CAPACITY = ("start_deadline_seconds", "jitter_seconds")
+CAPACITY = ("start_deadline_seconds", "jitter_seconds", "concurrency_key")
 CONTROL = ("expected_revision", "previewed")
 SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused")
 TIMES = ("zone", "next_run", "created", "updated", "paused_since", "deleted", "next_five_instants")
@@ -288,6 +288,17 @@ class ScheduleAdmin(admin.ModelAdmin):
             lambda s: run_once(tenant=s.tenant, schedule_id=s.id),
             "Queued a run for",
         )
+
+
+@admin.register(ConcurrencyLimit)
+class ConcurrencyLimitAdmin(admin.ModelAdmin):
+    """A tenant's limits on attempts of a concurrency key running at once (as PUT
+    /api/v1/concurrency-keys/{key}); a key without one allows 1."""
+
+    list_display = ("key", "tenant", "max_running", "updated_at")
+    list_filter = ("tenant",)
+    search_fields = ("key",)
+    list_select_related = ("tenant",)
 
 
 @admin.register(ShadowDisagreement)

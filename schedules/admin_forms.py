@@ -36,6 +36,7 @@ BODY_KEYS = {
     "effects": "effects",
     "start_deadline_seconds": "startDeadlineSeconds",
     "jitter_seconds": "jitterSeconds",
+    "concurrency_key": "concurrencyKey",
 }
 # The form field showing an error of a request field (its dotted path, or a prefix of it).
 FORM_FIELD_OF = {
@@ -121,6 +122,11 @@ class ScheduleForm(forms.ModelForm):
     )
     jitter_seconds = forms.IntegerField(
         required=False, initial=0, help_text="Each occurrence is due a fixed offset of 0 to this many seconds late.",
+    )
+    concurrency_key = forms.CharField(
+        required=False, max_length=100,
+        help_text="At most the key's limit (1 unless set under Concurrency limits) of this tenant's attempts with "
+                  "this key run at once. Empty: none.",
     )
     # The revision this edit applies to, and the rule whose instants were last shown.
     expected_revision = forms.IntegerField(required=False, widget=forms.HiddenInput)

@@ -3,6 +3,7 @@
 import hashlib
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -92,6 +93,9 @@ class Tenant(models.Model):
     max_stored_bytes = models.PositiveBigIntegerField(default=DEFAULT_MAX_STORED_BYTES,
                                                       db_default=DEFAULT_MAX_STORED_BYTES)
     weight = models.PositiveIntegerField(default=1)
+    # Set once a schedule of the tenant has a concurrency key: only such tenants' claims read
+    # their keys (runs.authority.claims), so a tenant without keys costs a claim nothing more.
+    uses_concurrency_keys = models.BooleanField(default=False, db_default=False)
     allowed_job_types = models.ManyToManyField(JobType, blank=True, related_name="tenants")
     # Celery task names the tenant may run through the `celery.task` job type (exact names).
     celery_tasks = models.JSONField(default=list, blank=True)
@@ -140,6 +144,13 @@ class ApiToken(models.Model):
         return f"{self.kind}:{self.name}"
 
 
+DEFAULT_CONCURRENCY_LIMIT = 1  # a key nobody set a limit for: one attempt at a time
+MAX_CONCURRENCY_LIMIT = 100_000  # more than any tenant's active-run quota: a larger one limits nothing
+# A concurrency key: letters, digits and . _ : - (it is a path segment of /concurrency-keys/{key}).
+CONCURRENCY_KEY = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$",
+                                 message="letters, digits and . _ : - only, starting with a letter or digit")
+
+
 class Schedule(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_schedule_id, editable=False)
     # schedule_tenant_idx serves tenant look-ups; job types are few and never deleted in bulk.
@@ -164,6 +175,10 @@ class Schedule(models.Model):
     start_deadline_seconds = models.PositiveIntegerField(null=True, blank=True)
     # User-approved jitter: each occurrence is due up to this many seconds after its instant.
     jitter_seconds = models.PositiveIntegerField(default=0, db_default=0)
+    # At most ConcurrencyLimit.max_running (1 without one) attempts of the tenant's schedules
+    # with this key run at once, checked by the claim; "": none.
+    concurrency_key = models.CharField(max_length=100, blank=True, default="", db_default="",
+                                       validators=[CONCURRENCY_KEY])
     paused = models.BooleanField(default=False)
     paused_at = models.DateTimeField(null=True, blank=True)
     # First instant not yet materialized when paused; resume applies the misfire policy from it.
@@ -286,3 +301,22 @@ class ShadowDisagreement(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["schedule", "candidate", "after"], name="shadowdisagreement_unique")
         ]
+
+
+class ConcurrencyLimit(models.Model):
+    """How many attempts of a tenant's schedules sharing a concurrency key may run at once
+    (PUT /api/v1/concurrency-keys/{key}); a key without a row allows DEFAULT_CONCURRENCY_LIMIT."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="concurrency_limits")
+    key = models.CharField(max_length=100, validators=[CONCURRENCY_KEY])
+    max_running = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY_LIMIT)])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="concurrencylimit_unique"),
+            models.CheckConstraint(condition=Q(max_running__gte=1), name="concurrencylimit_positive"),
+        ]
+
+    def __str__(self):
+        return f"{self.key}: {self.max_running}"

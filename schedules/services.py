@@ -96,6 +96,8 @@ def _create(tenant, schedule, payload, spec, admission, idempotency_key, request
         if admission is not None and not admission.confirm():  # a 409 precedes a 429
             raise _AdmitAgain
         _check_schedule_quota(tenant)
+        if spec.concurrency_key:
+            _uses_concurrency_keys(tenant)
         schedule.next_run_at = recurrence.first_not_before(spec.recurrence, now)
         schedule.save(force_insert=True)
         ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=author_kind)
@@ -105,6 +107,11 @@ def _create(tenant, schedule, payload, spec, admission, idempotency_key, request
                 resource_id=schedule.id,
             )
     return schedule, True
+
+
+def _uses_concurrency_keys(tenant: Tenant) -> None:
+    """From now on the tenant's claims read its concurrency keys (runs.authority.claims)."""
+    Tenant.objects.filter(id=tenant.id, uses_concurrency_keys=False).update(uses_concurrency_keys=True)
 
 
 def _check_schedule_quota(tenant: Tenant) -> None:
@@ -161,6 +168,8 @@ def _edit_admission(admit, tenant, schedule_id, changes) -> tuple[object, int | 
 
 def _update(tenant, schedule_id, expected_revision, changes, author_kind, admit, admission, seen) -> Schedule:
     with transaction.atomic():
+        if changes.concurrency_key:
+            _uses_concurrency_keys(tenant)  # the tenant's row before the schedule's: the lock order
         schedule = lock_schedule(schedule_id, tenant=tenant)
         job_type = JobType.objects.get(name=schedule.job_type_id)
         now = authority_now()
@@ -235,3 +244,4 @@ def _apply_payload(schedule: Schedule, payload: dict) -> None:
     schedule.effects = payload["effects"]
     schedule.start_deadline_seconds = payload.get("startDeadlineSeconds")
     schedule.jitter_seconds = payload.get("jitterSeconds") or 0
+    schedule.concurrency_key = payload.get("concurrencyKey") or ""

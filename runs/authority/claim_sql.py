@@ -16,9 +16,10 @@ import uuid
 from django.db import connection
 
 from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, WorkerSlots
-from schedules.models import Schedule, Tenant
+from schedules.models import DEFAULT_CONCURRENCY_LIMIT, ConcurrencyLimit, Schedule, Tenant
 
 RUN, TENANT, SCHEDULE = Run._meta.db_table, Tenant._meta.db_table, Schedule._meta.db_table
+CONCURRENCY_LIMIT = ConcurrencyLimit._meta.db_table
 OUTBOX, SLOTS = Outbox._meta.db_table, WorkerSlots._meta.db_table
 ATTEMPT, ATTEMPT_FIELDS = Attempt._meta.db_table, Attempt._meta.concrete_fields
 
@@ -119,7 +120,8 @@ def running_ordinary(resource_class: str) -> tuple[str, list]:
 
 def tenant_loads(classes, job_types, extra: list[tuple[str, list]]) -> list[tuple]:
     """Tenants with claimable work: (id, weight, max active runs, due instant and strictness
-    of their first run in claim order, running count, *``extra`` columns)."""
+    of their first run in claim order, running count, whether it uses concurrency keys,
+    *``extra`` columns)."""
     condition, params = claimable(classes, job_types)
     def first(column):
         return f"(SELECT r.{column} FROM {RUN} AS r WHERE r.tenant_id = t.id AND {condition}" \
@@ -128,7 +130,8 @@ def tenant_loads(classes, job_types, extra: list[tuple[str, list]]) -> list[tupl
     columns = "".join(f", {sql}" for sql, _ in extra)
     sql = (
         f"SELECT * FROM (SELECT t.id, t.weight, t.max_active_runs, {first('due_at')} AS oldest,"
-        f" {first('strict')} AS urgent, {running_count()} AS running{columns} FROM {TENANT} AS t) AS loads"
+        f" {first('strict')} AS urgent, {running_count()} AS running, t.uses_concurrency_keys{columns}"
+        f" FROM {TENANT} AS t) AS loads"
         f" WHERE oldest IS NOT NULL"
     )
     return _rows(sql, [*params, *params, *(p for _, extra_params in extra for p in extra_params)])
@@ -154,13 +157,40 @@ def recount(ids, extra: list[tuple[str, list]]) -> list[tuple]:
                  [*extra_params, *params])
 
 
-def lock_candidates(tenant_id: str, classes, job_types, closed: list[str], limit: int) -> list[Run]:
+def key_rooms(tenant_id: str) -> dict[str, int]:
+    """{concurrency key: attempts that may still start} for the tenant's keys with attempts
+    running: the key's limit (DEFAULT_CONCURRENCY_LIMIT without one) less those running, a run
+    counting under its schedule's key. Exact only under the tenant's lock, as running_count."""
+    sql = (
+        f"SELECT s.concurrency_key, COALESCE(MAX(l.max_running), {DEFAULT_CONCURRENCY_LIMIT}) - count(*)"
+        f" FROM {RUN} AS r JOIN {SCHEDULE} AS s ON s.id = r.schedule_id"
+        f" LEFT JOIN {CONCURRENCY_LIMIT} AS l ON l.tenant_id = r.tenant_id AND l.key = s.concurrency_key"
+        f" WHERE r.tenant_id = %s AND r.state = '{RunState.RUNNING}' AND s.concurrency_key <> ''"
+        f" GROUP BY s.concurrency_key"
+    )
+    return dict(_rows(sql, [tenant_id]))
+
+
+def key_limits(tenant_id: str, keys) -> dict[str, int]:
+    """{key: its limit} for those of the tenant's ``keys`` (non-empty) with one set."""
+    condition, params = among("key", keys)
+    return dict(_rows(f"SELECT key, max_running FROM {CONCURRENCY_LIMIT} WHERE tenant_id = %s AND {condition}",
+                      [tenant_id, *params]))
+
+
+def lock_candidates(tenant_id: str, classes, job_types, closed: list[str], limit: int,
+                    full_keys: list[str] = ()) -> list[Run]:
     """Lock up to ``limit`` of the tenant's claimable runs, strict ones first, then by due
-    instant, skipping locked ones; ordinary runs of the ``closed`` classes are left."""
+    instant, skipping locked ones; ordinary runs of the ``closed`` classes are left, and so
+    are runs of schedules whose concurrency key is one of ``full_keys``."""
     condition, params = claimable(classes, job_types)
     if closed:
         in_closed, closed_params = among("r.resource_class", closed)
         condition, params = f"{condition} AND (r.strict OR NOT {in_closed})", params + closed_params
+    if full_keys:
+        in_full, full_params = among("s.concurrency_key", full_keys)
+        condition = f"{condition} AND NOT EXISTS (SELECT 1 FROM {SCHEDULE} AS s WHERE s.id = r.schedule_id AND {in_full})"
+        params = params + full_params
     sql = (
         f"SELECT r.* FROM {RUN} AS r WHERE r.tenant_id = %s AND {condition}"
         f" ORDER BY r.strict DESC, r.due_at, r.id LIMIT %s{row_locks()}"
@@ -170,9 +200,10 @@ def lock_candidates(tenant_id: str, classes, job_types, closed: list[str], limit
 
 def lock_schedules_of(ids) -> dict[str, Schedule]:
     """Lock these schedules, skipping locked ones. Loaded: what a claim decides and a worker
-    reads (overlap policy, guard, rule); the other fields load when asked for."""
+    reads (overlap policy, guard, concurrency key, rule); the other fields load when asked for."""
     condition, params = among("id", sorted(ids))
-    sql = f"SELECT id, overlap_policy, active_run_id, recurrence FROM {SCHEDULE} WHERE {condition}{row_locks()}"
+    sql = (f"SELECT id, overlap_policy, active_run_id, concurrency_key, recurrence FROM {SCHEDULE}"
+           f" WHERE {condition}{row_locks()}")
     return {s.id: s for s in Schedule.objects.raw(sql, params)}
 
 

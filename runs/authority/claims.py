@@ -4,7 +4,7 @@ allocates a new fence and starts an attempt under a lease."""
 from django.conf import settings
 from django.db import transaction
 
-from schedules.models import Schedule
+from schedules.models import DEFAULT_CONCURRENCY_LIMIT, Schedule
 from runs.authority import claim_sql
 from runs.authority.transitions import clamp_lease, lease_until
 from runs import metrics
@@ -53,7 +53,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
     claimed: list[Run] = []
     reserve = Reserve(classes)
     with transaction.atomic(durable=True):
-        loads = _tenant_loads(classes, reserve, job_types)
+        loads, keyed = _tenant_loads(classes, reserve, job_types)
         if not loads:
             return []
         reserve.lock_open_classes()  # before any tenant lock: claimers lock in one order
@@ -80,7 +80,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
                     exhausted.add(tenant_id)
                     continue
                 got = _claim_for_tenant(tenant_id, share, (classes, job_types), reserve,
-                                        (worker_token, worker_label, lease_seconds))
+                                        (worker_token, worker_label, lease_seconds), tenant_id in keyed)
                 claimed.extend(got)
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, load.running + len(got), load.max_running)
                 if len(got) < share:
@@ -97,19 +97,20 @@ def claimable_exists(*, resource_classes, job_types=None) -> bool:
     return claim_sql.claimable_exists(list(resource_classes), job_types)
 
 
-def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> dict[str, TenantLoad]:
+def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> tuple[dict[str, TenantLoad], set[str]]:
     """Tenants with claimable work in ``classes`` (of ``job_types``) and their unlocked running
     counts, those with a strict run waiting first, then the tenant whose first run in claim
-    order is the oldest (allocation breaks ties in this order). The reserve reads its
-    classes' figures from the same statement."""
+    order is the oldest (allocation breaks ties in this order); and those of them using
+    concurrency keys. The reserve reads its classes' figures from the same statement."""
     rows = claim_sql.tenant_loads(classes, job_types, reserve.live_columns())
     if rows:
-        reserve.read_loads_row(rows[0][6:])  # the reserve's columns, the same on every row
+        reserve.read_loads_row(rows[0][7:])  # the reserve's columns, the same on every row
     rows.sort(key=lambda row: (not row[4], row[3], row[0]))  # (not urgent, oldest, id)
-    return {
+    loads = {
         tenant_id: TenantLoad(tenant_id, weight, running, max_running)
         for tenant_id, weight, max_running, _oldest, _urgent, running, *_ in rows
     }
+    return loads, {row[0] for row in rows if row[6]}
 
 
 def _observe(claimed: list[Run]) -> None:
@@ -123,14 +124,18 @@ def _observe(claimed: list[Run]) -> None:
             metrics.DUE_TO_START.labels(run.tenant_id, run.resource_class).observe(max(0.0, lateness.total_seconds()))
 
 
-def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker) -> list[Run]:
+def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker, keyed: bool) -> list[Run]:
     """Up to ``share`` of the tenant's ``claimable`` runs ((classes, job types)), strict
-    ones first, then by due instant; ordinary ones only as far as the reserve leaves room.
-    ``worker``: (token, label, lease seconds)."""
-    candidates = claim_sql.lock_candidates(tenant_id, *claimable, reserve.closed(), share)
+    ones first, then by due instant; ordinary ones only as far as the reserve leaves room,
+    and those of a concurrency key only as far as its limit does (a `keyed` tenant's full keys
+    are left out of the candidates, so they never take its share). ``worker``: (token,
+    label, lease seconds)."""
+    keys = _KeyRooms(tenant_id, claim_sql.key_rooms(tenant_id) if keyed else None)
+    candidates = claim_sql.lock_candidates(tenant_id, *claimable, reserve.closed(), share, keys.full())
     if not candidates:
         return []
     schedules = claim_sql.lock_schedules_of({r.schedule_id for r in candidates})
+    keys.know({s.concurrency_key for s in schedules.values() if s.concurrency_key})
     now = authority_now()
     claimed, blocked, attempts, guarded = [], [], [], {}
     for run in candidates:
@@ -142,8 +147,11 @@ def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker) -> 
             run.state, run.pending_reason = RunState.PENDING, PendingReason.OVERLAP
             blocked.append(run)
             continue
+        if not keys.room(schedule.concurrency_key):
+            continue  # waits queued (pendingReason concurrency_key) for an attempt of its key to end
         if not reserve.take(run):
             continue  # ordinary, and its class's unreserved slots are taken by now
+        keys.take(schedule.concurrency_key)
         if takes_guard(policy):
             if schedule.active_run_id is None:
                 schedule.active_run_id = run.id
@@ -163,6 +171,35 @@ def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker) -> 
              "current_attempt", "holds_guard"],
         )
     return claimed
+
+
+class _KeyRooms:
+    """How many more attempts of each of a tenant's concurrency keys this claim may start,
+    read under the tenant's lock (claim_sql.key_rooms), the keys without running attempts
+    read when a candidate has one."""
+
+    def __init__(self, tenant_id: str, rooms: dict[str, int] | None):
+        self.tenant_id, self.rooms = tenant_id, rooms
+
+    def full(self) -> list[str]:
+        return sorted(key for key, room in (self.rooms or {}).items() if room <= 0)
+
+    def know(self, keys: set[str]) -> None:
+        if not keys:
+            return
+        if self.rooms is None:  # a tenant not known to use keys until now
+            self.rooms = claim_sql.key_rooms(self.tenant_id)
+        fresh = keys - self.rooms.keys()
+        if fresh:
+            limits = claim_sql.key_limits(self.tenant_id, sorted(fresh))
+            self.rooms.update({key: limits.get(key, DEFAULT_CONCURRENCY_LIMIT) for key in fresh})
+
+    def room(self, key: str) -> bool:
+        return not key or self.rooms[key] > 0
+
+    def take(self, key: str) -> None:
+        if key:
+            self.rooms[key] -= 1
 
 
 def _start_attempt(run: Run, now, worker_token, worker_label: str, lease_seconds) -> Attempt:

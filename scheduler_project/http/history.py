@@ -1,7 +1,8 @@
 """Keyset pages of run history: the cursor pins the first page's watermark as an upper bound,
 so runs created while a client pages never make it skip or repeat older ones."""
 
-from runs.selectors import history_watermark
+from runs.models import RunState
+from runs.selectors import history_watermark, waiting_on_key
 from schedules.selectors import unavailable_job_types
 from scheduler_project.clock import instant
 from scheduler_project.errors import InvalidRequest
@@ -35,8 +36,9 @@ def run_history_body(request, *, scope: str, read_page) -> dict:
             scope, {"ub": upper_bound.isoformat(), "at": last.scheduled_at.isoformat(), "id": last.id}
         )
     unavailable = unavailable_job_types() if any(run.finished_at is None for run in page) else frozenset()
+    key_bound = waiting_on_key(run.id for run in page if run.state == RunState.QUEUED)
     return {
-        "results": [run_representation(run, unavailable) for run in page],
+        "results": [run_representation(run, unavailable, key_bound) for run in page],
         "nextCursor": next_cursor,
         "watermark": instant(upper_bound),
     }

@@ -32,6 +32,7 @@ def schedule_representation(schedule) -> dict:
         "effects": schedule.effects,
         "startDeadlineSeconds": schedule.start_deadline_seconds,
         "jitterSeconds": schedule.jitter_seconds,
+        "concurrencyKey": schedule.concurrency_key or None,
         "revision": schedule.revision,
         "paused": schedule.paused,
         "nextRunAt": instant(schedule.next_run_at) if not schedule.paused else None,
@@ -58,7 +59,7 @@ def schedule_instants_representation(schedule, instants) -> dict:
 
 
 REVISED_FIELDS = ("name", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds", "overlapPolicy", "effects",
-                  "startDeadlineSeconds", "jitterSeconds")
+                  "startDeadlineSeconds", "jitterSeconds", "concurrencyKey")
 
 
 def revision_representation(revision) -> dict:
@@ -70,6 +71,7 @@ def revision_representation(revision) -> dict:
         "authorKind": revision.author_kind,
         **{field: payload.get(field) for field in REVISED_FIELDS},
         "jitterSeconds": payload.get("jitterSeconds") or 0,
+        "concurrencyKey": payload.get("concurrencyKey") or None,
         "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
     }
 
@@ -156,20 +158,27 @@ def run_progress_representation(run) -> dict | None:
     return {"fraction": run.progress_fraction, "message": run.progress_message, "updatedAt": instant(run.progress_at)}
 
 
-def run_pending_reason(run, unavailable: frozenset[str] | None = None) -> str | None:
+def run_pending_reason(run, unavailable: frozenset[str] | None = None,
+                       key_bound: frozenset[str] | None = None) -> str | None:
     """Why a waiting run is not claimed: its own reason, or that its job type has no
     declaration any more (`unavailable`: schedules.selectors.unavailable_job_types, read here
-    when not given), which keeps it waiting whatever else it waits for."""
-    from runs.models import JOB_TYPE_UNAVAILABLE, RunState
+    when not given), which keeps it waiting whatever else it waits for, or that its
+    concurrency key is full (`key_bound`: runs.selectors.waiting_on_key, read here when not
+    given)."""
+    from runs.models import CONCURRENCY_KEY, JOB_TYPE_UNAVAILABLE, RunState
+    from runs.selectors import waiting_on_key
     from schedules.selectors import unavailable_job_types
 
     if run.state in (RunState.PENDING, RunState.QUEUED):
         if run.job_type in (unavailable if unavailable is not None else unavailable_job_types()):
             return JOB_TYPE_UNAVAILABLE
+    if run.state == RunState.QUEUED and run.id in (key_bound if key_bound is not None else waiting_on_key([run.id])):
+        return CONCURRENCY_KEY
     return run.pending_reason or None
 
 
-def run_representation(run, unavailable: frozenset[str] | None = None) -> dict:
+def run_representation(run, unavailable: frozenset[str] | None = None,
+                       key_bound: frozenset[str] | None = None) -> dict:
     attempts = sorted(run.attempts.all(), key=lambda attempt: attempt.number)
     effects = sorted(run.effect_intents.all(), key=lambda intent: intent.action)
     return {
@@ -180,7 +189,7 @@ def run_representation(run, unavailable: frozenset[str] | None = None) -> dict:
         "backfilled": run.backfilled,
         "jobType": run.job_type,
         "state": run.state,
-        "pendingReason": run_pending_reason(run, unavailable),
+        "pendingReason": run_pending_reason(run, unavailable, key_bound),
         "attempt": run.attempt_count,
         "maxAttempts": run.max_attempts,
         "scheduledAt": instant(run.scheduled_at),

@@ -18,7 +18,7 @@ from effects.egress import url_refusal
 from effects.messages import header_unsafe
 from schedules import recurrence
 from schedules.jitter import MAX_JITTER_SECONDS
-from schedules.models import MisfirePolicy, OverlapPolicy
+from schedules.models import CONCURRENCY_KEY, MisfirePolicy, OverlapPolicy
 from schedules.specs import ScheduleSpec
 from scheduler_project.http.validation import (
     InstantField,
@@ -42,6 +42,7 @@ MAX_ADDRESS_LENGTH = 254
 MAX_SUBJECT_LENGTH = 200
 MAX_PREVIEW_COUNT = 100
 MAX_START_DEADLINE_SECONDS = 86400
+MAX_CONCURRENCY_KEY_LENGTH = 100
 _EMAIL_ADDRESS = RegexValidator(r"^[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+$", message="not an email address")
 _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http(s) URL")
 
@@ -179,12 +180,20 @@ class ScheduleCreateSerializer(StrictSerializer):
         required=False, min_value=0, max_value=MAX_JITTER_SECONDS, source="jitter_seconds",
         help_text="Each occurrence is due a fixed offset in [0, jitterSeconds] after its instant",
     )
+    concurrencyKey = StrictCharField(
+        required=False, allow_null=True, allow_blank=True, max_length=MAX_CONCURRENCY_KEY_LENGTH,
+        validators=[CONCURRENCY_KEY], source="concurrency_key",
+        help_text="At most the key's limit (PUT /concurrency-keys/{key}; 1 unless set) of the tenant's "
+                  "attempts with this key run at once; null or \"\": none",
+    )
 
     def validate(self, attrs):
         if "effects" in attrs and attrs["effects"] is None:
             attrs["effects"] = {}  # null removes every effect
         if "start_deadline_seconds" in attrs and attrs["start_deadline_seconds"] is None:
             attrs["start_deadline_seconds"] = 0  # null removes the promise
+        if "concurrency_key" in attrs and attrs["concurrency_key"] is None:
+            attrs["concurrency_key"] = ""  # null removes the key
         return attrs
 
 

@@ -85,6 +85,8 @@ class RevisedFieldsSerializer(serializers.Serializer):
     effects = EffectsSerializer()
     startDeadlineSeconds = serializers.IntegerField(allow_null=True, help_text="Strict start promise; null: ordinary")
     jitterSeconds = serializers.IntegerField(help_text="Occurrences are due up to this many seconds late; 0: none")
+    concurrencyKey = serializers.CharField(
+        allow_null=True, help_text="Attempts of the tenant's schedules with this key run at most the key's limit at once")
 
 
 class ScheduleSerializer(RevisedFieldsSerializer):
