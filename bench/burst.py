@@ -4,6 +4,7 @@
                                     [--pool prefork|threads]
     .venv/bin/python bench/burst.py --mode embedded [--runs 10000]
     .venv/bin/python bench/burst.py --mode redis --database scheduler_history --keep   # on a loaded history
+    .venv/bin/python bench/burst.py --mode redis --peer --keyed 1000   # 1,000 schedules with a key each
 
 redis: PostgreSQL + scanner + relay + Celery workers (prefork) on Redis.
 embedded: SQLite + scanner + the database-backed dispatcher (no broker), as `make run`.
@@ -98,6 +99,9 @@ def main():
     parser.add_argument("--keep", action="store_true",
                         help="redis mode: run on the database as it is (a history bench/history.py loaded), not emptied")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--keyed", type=int, default=0,
+                        help="this many of the schedules get a concurrency key each (limit 1, their one run never "
+                             "waits): the claims' cost of reading keys")
     args = parser.parse_args()
     var_dir = Path(tempfile.mkdtemp(prefix="burst-"))
     configure(args.mode, var_dir, args)
@@ -109,6 +113,13 @@ def main():
 
     due = (authority_now() + timedelta(seconds=args.lead)).replace(microsecond=0)
     tenant = wave(args.runs, due, name="burst")
+    if args.keyed:
+        from schedules.models import Schedule, Tenant
+
+        for n, schedule_id in enumerate(Schedule.objects.filter(tenant=tenant).order_by("id")
+                                        .values_list("id", flat=True)[:args.keyed]):
+            Schedule.objects.filter(id=schedule_id).update(concurrency_key=f"key-{n}")
+        Tenant.objects.filter(id=tenant.id).update(uses_concurrency_keys=True)
     env = dict(os.environ)
     database = None
     if args.mode == "redis":
@@ -153,7 +164,7 @@ def main():
     execute = [(a.finished_at - a.started_at).total_seconds() for a in attempts]
     span = runs.aggregate(last=Max("finished_at"), first=Min("started_at"))
     elapsed = (span["last"] - due).total_seconds()
-    print(f"mode={args.mode} runs={args.runs} "
+    print(f"mode={args.mode} runs={args.runs} keyed={args.keyed} "
           + (f"celery workers={args.workers}x{args.concurrency} {args.pool}" if args.mode == "redis"
              else f"pool={args.concurrency}"))
     print(f"  due-to-start lateness: first={min(lateness) * 1000:.0f}ms p50={percentile(lateness, 50):.2f}s "
