@@ -14,7 +14,7 @@ from runs.authority.completion import complete
 from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once
-from runs.authority.ownership import heartbeat, heartbeat_many
+from runs.authority.ownership import heartbeat, heartbeat_many, still_owns
 from runs.authority.progress import record_progress
 from runs.authority.resume import schedule_resume
 from runs.authority.staging import Upload, check_result_size, result_key, stage_result, stage_results
@@ -51,5 +51,6 @@ __all__ = [
     "schedule_resume",
     "stage_result",
     "stage_results",
+    "still_owns",
     "sweep_expired_leases",
 ]
