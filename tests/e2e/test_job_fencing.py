@@ -4,14 +4,11 @@ the team's table and bucket through the fencing helpers and succeeds, then attem
 and writes too: the table and the bucket keep attempt 2's values and attempt 1 is told
 StaleAttempt (and that it no longer owns the run)."""
 
-import io
 import json
 import signal
-import sys
 import uuid
 
 import pytest
-from django.core.management import call_command
 
 from examples.models import DailyTotal
 from objectstore.s3_client import s3_client
@@ -19,43 +16,25 @@ from runs import authority
 from runs.models import Attempt, Run, RunState
 from schedules.models import JobType
 from tests.authority_steps import create_schedule
-from tests.child_env import database_url_of_test_db
+from tests.e2e.gated import gated_jobs  # noqa: F401
 from tests.e2e.processes import PYTHON, wait_until
 from tests.factories import make_tenant
 from workers.jobs import fenced_get
-from workers.jobs import framework
-
-PROOF_MODULE = "tests.fencing_jobs"
 
 # One worker process: claim one run of the declared job types, execute it, exit.
 WORKER = ("import sys, django; django.setup(); from workers.runtime import claim_and_execute;"
           " print(claim_and_execute(resource_classes=['short'], worker_label=sys.argv[1]))")
 
 
-@pytest.fixture
-def proof_job(monkeypatch, settings):
-    """The proof's job declared in this process too (for the catalog), the registry put back after."""
-    monkeypatch.setattr(framework, "JOBS", dict(framework.JOBS))
-    monkeypatch.delitem(sys.modules, PROOF_MODULE, raising=False)
-    __import__(PROOF_MODULE)
-    call_command("sync_job_types", stdout=io.StringIO())
-    return sys.modules[PROOF_MODULE]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_frozen_attempt_resumed_after_its_successor_cannot_overwrite_the_team_s_table_or_object(
-        processes, proof_job, moto_server, tmp_path):
-    gate = tmp_path / "gate"
-    gate.mkdir()
+        processes, gated_jobs, moto_server):
+    proof_job, gate = gated_jobs, gated_jobs.gate
     bucket = f"team-{uuid.uuid4().hex[:12]}"
     client = s3_client(moto_server, "us-east-1")
     client.create_bucket(Bucket=bucket)
-    processes.env.pop("REDIS_URL", None)
-    processes.env.update({
-        "DATABASE_URL": database_url_of_test_db(), "OBJECT_STORE_URL": f"file://{tmp_path}/objects",
-        "SCHEDULER_JOB_MODULES": PROOF_MODULE, "FENCING_GATE": str(gate), "TEAM_S3_ENDPOINT_URL": moto_server,
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-    })
+    processes.env.update({"TEAM_S3_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing",
+                          "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"})
     tenant = make_tenant("fenced")
     tenant.allowed_job_types.add(JobType.objects.get(name=proof_job.PROOF_JOB))
     schedule = create_schedule(tenant, job_type=proof_job.PROOF_JOB, params={"bucket": bucket})

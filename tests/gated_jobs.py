@@ -1,6 +1,11 @@
-"""The job of the fencing proof (tests/e2e/test_job_fencing.py), a team module named in
-SCHEDULER_JOB_MODULES: its first attempt stops at a gate until the test opens it, then
-writes through the fencing helpers like any later attempt, and reports what it was told."""
+"""Jobs of the real-process tests of issue 36, a team module named in SCHEDULER_JOB_MODULES,
+each held by a gate (a directory, $JOB_GATE) the test opens:
+
+- fencing.proof (tests/e2e/test_job_fencing.py): its first attempt stops at the gate until
+  the test opens it, then writes through the fencing helpers like any later attempt, and
+  reports what it was told;
+- replay.until_fixed (tests/e2e/test_replay_embedded.py): fails for good until the gate
+  holds ``fixed``, then succeeds."""
 
 import json
 import os
@@ -9,9 +14,17 @@ from pathlib import Path
 
 from examples.jobs import _team_s3
 from examples.models import DailyTotal
-from workers.jobs import JobContext, StaleAttempt, fenced_put, fenced_update_or_create, scheduler_job
+from workers.jobs import (
+    JobContext,
+    PermanentJobError,
+    StaleAttempt,
+    fenced_put,
+    fenced_update_or_create,
+    scheduler_job,
+)
 
 PROOF_JOB = "fencing.proof"
+REPLAY_JOB = "replay.until_fixed"
 KEY = "totals/today.json"
 
 
@@ -20,7 +33,7 @@ KEY = "totals/today.json"
                params_schema={"type": "object", "additionalProperties": False,
                               "properties": {"bucket": {"type": "string"}}})
 def proof(ctx: JobContext) -> bytes:
-    gate = Path(os.environ["FENCING_GATE"])
+    gate = Path(os.environ["JOB_GATE"])
     (gate / f"claimed-{ctx.attempt}").write_text(str(ctx.fence))
     while ctx.attempt == 1 and not (gate / "open").exists():
         time.sleep(0.05)  # not ctx.sleep(): a frozen-then-resumed job must reach its writes
@@ -41,3 +54,10 @@ def proof(ctx: JobContext) -> bytes:
     if any(str(answer).startswith("StaleAttempt") for answer in told.values()):
         raise StaleAttempt("a later attempt wrote first")
     return value.encode()
+
+
+@scheduler_job(REPLAY_JOB, resource_class="short", lease_seconds=10, timeout_seconds=60, max_attempts=1)
+def until_fixed(ctx: JobContext) -> bytes:
+    if not (Path(os.environ["JOB_GATE"]) / "fixed").exists():
+        raise PermanentJobError("upstream down")
+    return f"fixed, fence {ctx.fence}".encode()
