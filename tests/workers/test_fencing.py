@@ -155,3 +155,32 @@ def test_still_owner__true_while_the_attempt_owns_the_run_false_once_its_lease_p
 
     expire_lease(run.id)
     assert ctx.still_owner() is False
+
+
+# ---------------------------------------------------------------- the example
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("file_objects")
+def test_example_daily_totals__writes_the_team_s_row_and_object_with_its_fence(tenant, bucket, monkeypatch):
+    from examples import jobs as example_jobs
+    from runs import authority
+    from schedules.models import JobType
+    from workers.runtime import claim_and_execute
+
+    client, name = bucket
+    monkeypatch.setenv("TEAM_S3_ENDPOINT_URL", client.meta.endpoint_url)
+    example_jobs._team_s3.cache_clear()
+    tenant.allowed_job_types.add(JobType.objects.get(name="examples.daily_totals"))
+    schedule = create_schedule(tenant, job_type="examples.daily_totals", params={"orders": 40, "bucket": name})
+    run, _ = authority.run_once(tenant=tenant, schedule_id=schedule.id)
+    try:
+        [done] = claim_and_execute(resource_classes=["short"], worker_label="w")
+    finally:
+        example_jobs._team_s3.cache_clear()
+
+    assert done.outcome == "succeeded", done.error
+    row = DailyTotal.objects.get()
+    assert (row.orders, row.written_by_attempt, row.fence_run_id, row.fence) == (40, 1, run.id, 1)
+    summary = fenced_get(client, name, f"daily-totals/{row.day.isoformat()}.json")
+    assert summary is not None and b'"orders": 40' in summary and str(row.revenue).encode() in summary
