@@ -1,5 +1,5 @@
 """Runs: a tenant's runs (keyset pages of the tenant history index) and a run's page:
-attempts, fences, leases, cancellation, the canonical result and each effect's state."""
+attempts, fences, leases, cancellation, replay, the canonical result and each effect's state."""
 
 from django.conf import settings
 from django.contrib import messages
@@ -9,13 +9,15 @@ from django.views.decorators.http import require_POST
 
 from console import filters
 from console.access import act, staff_only
-from runs.authority import run_cancel
+from runs.authority import run_cancel, run_replay
 from runs.models import Run, RunState
 from runs.results import result_download
 from runs.selectors import history_watermark, tenant_runs_page
 from schedules.models import Tenant
 from scheduler_project.errors import DomainError
 from scheduler_project.http.representations import run_pending_reason, run_progress_representation
+from scheduler_project.http.run_requests import ReplaySerializer
+from scheduler_project.http.validation import validate_body
 
 
 @staff_only
@@ -69,3 +71,17 @@ def run_cancel_view(request, run_id):
     run = get_object_or_404(Run, id=run_id)
     return act(request, lambda: run_cancel(tenant=run.tenant, run_id=run.id), "Cancellation requested",
                reverse("console:run", args=[run.id]))
+
+
+@require_POST
+@staff_only
+def run_replay_view(request, run_id):
+    """A failed run runs again (the API's replay), recorded with the staff user's name; the
+    note is checked as the API checks it."""
+    run = get_object_or_404(Run, id=run_id)
+
+    def replay():
+        body = validate_body(ReplaySerializer, {"note": request.POST.get("note", "")})
+        run_replay(tenant=run.tenant, run_id=run.id, note=body["note"], actor=request.user.get_username())
+
+    return act(request, replay, "Replayed: a new attempt is queued", reverse("console:run", args=[run.id]))

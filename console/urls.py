@@ -17,6 +17,7 @@ urlpatterns = [
     path("runs/<str:run_id>/", run_views.run_detail, name="run"),
     path("runs/<str:run_id>/result/", run_views.run_result, name="run_result"),
     path("runs/<str:run_id>/cancel/", run_views.run_cancel_view, name="run_cancel"),
+    path("runs/<str:run_id>/replay/", run_views.run_replay_view, name="run_replay"),
     path("effects/", views.uncertain_effects, name="effects"),
     path("effects/<str:effect_id>/resolve/", views.resolve_effect, name="resolve_effect"),
 ]

@@ -149,6 +149,9 @@ class Run(models.Model):
     progress_attempt = models.PositiveIntegerField(null=True, blank=True)
     # Authority time inside the creating transaction (history watermarks rely on it).
     created_at = models.DateTimeField()
+    # Each replay of the run once failed (runs.authority.operations.run_replay), oldest first:
+    # {"at", "actor", "note", "afterAttempt"} (the attempts it had then); null: never replayed.
+    replays = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -1,10 +1,10 @@
-"""Tenant API: one run (read from the authority), cancel, and its result's download URL."""
+"""Tenant API: one run (read from the authority), cancel, replay, and its result's download URL."""
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from runs.authority import run_cancel
+from runs.authority import run_cancel, run_replay
 from runs.results import result_download
 from runs.selectors import run_get, tenant_runs_page
 from schedules.selectors import schedule_get_for_history
@@ -12,9 +12,10 @@ from scheduler_project.clock import instant
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.history import run_history_body
 from scheduler_project.http.representations import run_representation
-from scheduler_project.http.run_requests import RUN_FILTERS, run_filters, run_filters_scope
+from scheduler_project.http.json import json_object_body
+from scheduler_project.http.run_requests import RUN_FILTERS, ReplaySerializer, run_filters, run_filters_scope
 from scheduler_project.http.schemas import error_responses
-from scheduler_project.http.validation import lookup_id
+from scheduler_project.http.validation import lookup_id, validate_body
 from scheduler_project.http.views import PAGE_PARAMETERS, TenantAPIView
 
 TAGS = ["runs"]
@@ -86,6 +87,31 @@ class RunCancelView(TenantAPIView):
     )
     def post(self, request, run_id):
         run = run_cancel(tenant=request.tenant, run_id=lookup_id(run_id))
+        return Response(run_representation(run))
+
+
+class RunReplayView(TenantAPIView):
+    @extend_schema(
+        operation_id="runs_replay",
+        summary="Replay a failed run",
+        description=(
+            "The same occurrence runs again: a `failed` run becomes `queued` for a new attempt, which its claim "
+            "gives a higher fence, with a fresh retry budget (`maxAttempts` grows by the run's retry "
+            "`maxAttempts`). Its effects keep their identity (`send-<runId>`): a replayed success mails once. "
+            "The replay is recorded on the run (`replays`: `at`, `actor` the token's name, `note`, "
+            "`afterAttempt`) and on the first attempt it starts (`replay`). Any other state, or a run of a deleted "
+            "schedule, is 409 `invalid_state`; a job type with no declaration is 409 `job_type_unavailable`; "
+            "another tenant's run is 404; a `note` longer than 500 characters or with a control character is 400."
+        ),
+        examples=api_docs.RUN_REPLAY,
+        tags=TAGS,
+        request=ReplaySerializer,
+        responses={200: schemas.RunSerializer, **error_responses(400, 401, 403, 404, 409)},
+    )
+    def post(self, request, run_id):
+        body = validate_body(ReplaySerializer, json_object_body(request, allow_empty=True))
+        run = run_replay(tenant=request.tenant, run_id=lookup_id(run_id), note=body.get("note", ""),
+                         actor=request.auth.name)
         return Response(run_representation(run))
 
 

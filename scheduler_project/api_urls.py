@@ -4,7 +4,7 @@ from django.urls import path
 
 from scheduler_project.http.concurrency_keys import ConcurrencyKeyListView, ConcurrencyKeyView
 from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
-from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunResultView
+from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunReplayView, RunResultView
 from schedules.views import (
     JobTypeListView,
     ScheduleCollectionView,
@@ -37,6 +37,7 @@ urlpatterns = [
     path("runs", RunCollectionView.as_view(), name="run-list"),
     path("runs/<str:run_id>", RunDetailView.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelView.as_view(), name="run-cancel"),
+    path("runs/<str:run_id>/replay", RunReplayView.as_view(), name="run-replay"),
     path("runs/<str:run_id>/result", RunResultView.as_view(), name="run-result"),
     path("worker/claim", ClaimView.as_view(), name="worker-claim"),
     path("worker/heartbeat", HeartbeatView.as_view(), name="worker-heartbeat"),

@@ -1,5 +1,6 @@
 """The job context of a claimed run, wired to the authority: the tenant's name read on first
-use, and ``ctx.progress()`` written as the run's progress while the attempt owns it."""
+use, ``ctx.progress()`` written as the run's progress while the attempt owns it, and
+``ctx.still_owner()`` asked of the ownership rule."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.db import connection
 from runs import authority
 from runs.models import Run
 from schedules.models import Tenant
-from workers.jobs.framework import JobContext, JobControl
+from workers.jobs.framework import JobContext, JobControl, TransientJobError
 from workers.leases import TRANSIENT_DB_ERRORS
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,9 @@ def context_for(run: Run, control: JobControl) -> JobContext:
 
     def write_progress(fraction: float, message: str) -> None:
         _write_progress(run.id, attempt.id, run.fence, fraction, message)
+
+    def still_owns() -> bool:
+        return _still_owns(run.id, attempt.id, run.fence)
 
     return JobContext(
         run_id=run.id,
@@ -37,6 +41,7 @@ def context_for(run: Run, control: JobControl) -> JobContext:
         tenant_id=run.tenant_id,
         tenant_loader=_tenant_name,
         progress_sink=write_progress,
+        owner_check=still_owns,
     )
 
 
@@ -54,3 +59,13 @@ def _write_progress(run_id: str, attempt_id: str, fence: int, fraction: float, m
         log.warning("progress of run=%s not recorded: %s", run_id, exc)
         if not connection.in_atomic_block:
             connection.close()  # reconnect on the next query
+
+
+def _still_owns(run_id: str, attempt_id: str, fence: int) -> bool:
+    """Unreachable database: a retryable failure of the job, never a guess either way."""
+    try:
+        return authority.still_owns(run_id=run_id, attempt_id=attempt_id, fence=fence)
+    except TRANSIENT_DB_ERRORS as exc:
+        if not connection.in_atomic_block:
+            connection.close()
+        raise TransientJobError(f"ownership could not be checked: {exc}") from exc

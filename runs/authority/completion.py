@@ -23,6 +23,7 @@ from runs.models import (
     StoredObject,
 )
 from runs.authority.locks import lock_schedule_then_run
+from runs.authority.operations import attempts_since_replay
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
 
@@ -139,7 +140,7 @@ def _fail_or_retry(schedule, run, now, error, retryable) -> list[Outbox]:
     if retryable and run.attempt_count < run.max_attempts and not run.cancellation_requested:
         retry = run.payload.get("retry") or {}
         delay = retry_delay_seconds(
-            run.attempt_count,
+            attempts_since_replay(run),
             float(retry.get("initialDelaySeconds", 5)),
             float(retry.get("maxDelaySeconds", 300)),
             random,

@@ -35,5 +35,7 @@ def lock_schedule_then_run(run_id: str, *, tenant=None) -> tuple[Schedule, Run]:
     schedule = Schedule.objects.select_for_update().filter(id=Subquery(runs.values("schedule_id")[:1])).first()
     if schedule is None:
         raise NotFound("no such run")
-    run = Run.objects.select_for_update().get(id=run_id)
+    run = Run.objects.select_for_update().filter(id=run_id).first()
+    if run is None:  # removed (retention) while this transaction waited for its lock
+        raise NotFound("no such run")
     return schedule, run

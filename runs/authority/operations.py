@@ -1,4 +1,4 @@
-"""Client operations on occurrences: run once, cancel, and promotion of due pending runs."""
+"""Client operations on occurrences: run once, cancel, replay, and promotion of due pending runs."""
 
 from datetime import datetime
 
@@ -13,7 +13,7 @@ from schedules.locks import lock_schedule
 from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
 from runs.authority.sql import bulk_set, transition
-from scheduler_project.clock import authority_now
+from scheduler_project.clock import authority_now, instant
 from runs.models import REQUESTED, Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
 from scheduler_project.errors import IdempotencyConflict, InvalidState, JobTypeUnavailable, QuotaExceeded
 
@@ -113,6 +113,47 @@ def run_cancel(*, tenant, run_id: str) -> Run:
         )
         Outbox.objects.bulk_create(outbox)
         return run
+
+
+MAX_REPLAYS = 100  # per run: each is a record on the run
+
+
+def run_replay(*, tenant, run_id: str, note: str = "", actor: str = "") -> Run:
+    """A failed run runs again: the same occurrence (its id, payload and so its effects'
+    identities, send-<runId>) is queued for a new attempt, which its claim gives a higher
+    fence, with a fresh retry budget (the payload's maxAttempts more attempts). The replay is
+    recorded on the run (``replays``: when, who, the note, the attempts it had). A run in any
+    other state, or of a deleted schedule: InvalidState; a job type with no declaration:
+    JobTypeUnavailable. Its canonical result is still written once, by the attempt whose
+    completion wins (a failed run has none)."""
+    with transaction.atomic(durable=True):
+        schedule, run = lock_schedule_then_run(run_id, tenant=tenant)
+        if run.state != RunState.FAILED:
+            raise InvalidState(f"only a failed run can be replayed; this one is {run.state}")
+        if schedule.deleted_at is not None:
+            raise InvalidState("the run's schedule is deleted")
+        replays = list(run.replays or [])
+        if len(replays) >= MAX_REPLAYS:
+            raise InvalidState(f"this run was replayed {len(replays)} times, the most a run may be")
+        require_available(JobType.objects.get(name=run.job_type))
+        now = authority_now()
+        replays.append({"at": instant(now), "actor": actor, "note": note, "afterAttempt": run.attempt_count})
+        budget = int((run.payload.get("retry") or {}).get("maxAttempts") or 1)
+        outbox = dispatch_intent(run, now)
+        transition(
+            run, {"state": RunState.FAILED},
+            state=RunState.QUEUED, pending_reason=PendingReason.NONE, due_at=now, finished_at=None, error="",
+            max_attempts=run.attempt_count + budget, cancellation_requested=False, cancellation_accepted=False,
+            dispatch_count=run.dispatch_count, replays=replays,
+        )
+        outbox.save()
+        return run
+
+
+def attempts_since_replay(run: Run) -> int:
+    """The run's attempts since its last replay (all of them if never replayed): what its
+    retry backoff counts."""
+    return run.attempt_count - (run.replays[-1]["afterAttempt"] if run.replays else 0)
 
 
 def promote_due_runs(*, batch_size: int = 1000) -> int:

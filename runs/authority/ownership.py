@@ -4,7 +4,8 @@ that extends its lease. Both judge by authority time, never by a worker's clock.
 from django.db import connection, transaction
 
 from runs import metrics
-from runs.authority.owner import stale_reason
+from runs.authority.owner import owns_filter, stale_reason
+from runs.authority.progress import statement_now
 from runs.authority.sql import extend_leases, transition
 from runs.authority.transitions import lease_until
 from scheduler_project.clock import authority_now
@@ -21,6 +22,13 @@ def heartbeat(*, run_id: str, attempt_id: str, fence: int, worker_token=None) ->
             raise NotFound("no such run")
         _extend(run, attempt_id, fence, worker_token)
         return run
+
+
+def still_owns(*, run_id: str, attempt_id: str, fence: int) -> bool:
+    """Whether the attempt owns its run now (owner.owns_filter, on database time): one read
+    by primary key and no lock, for a job about to act where no fence can guard its write
+    (JobContext.still_owner)."""
+    return Run.objects.filter(owns_filter(attempt_id, fence, statement_now()), id=run_id).exists()
 
 
 def heartbeat_many(held: list[tuple[str, int]]) -> dict[str, bool]:

@@ -20,7 +20,7 @@ def record_progress(*, run_id: str, attempt_id: str, fence: int, fraction: float
     """Store ``fraction`` (0 to 1) and ``message`` as the run's progress, stamped with
     authority time; False when the attempt no longer owns the run (nothing written)."""
     fraction, message = checked_progress(fraction, message)
-    now = _database_now()
+    now = statement_now()
     written = Run.objects.filter(owns_filter(attempt_id, fence, now), id=run_id).update(
         progress_fraction=fraction, progress_message=message, progress_at=now, progress_attempt=F("attempt_count"))
     return written == 1
@@ -34,7 +34,7 @@ def checked_progress(fraction, message) -> tuple[float, str]:
     return float(fraction), str(message)[:MAX_PROGRESS_MESSAGE]
 
 
-def _database_now():
+def statement_now():
     """Authority time inside the statement itself (no extra round trip on PostgreSQL)."""
     if connection.vendor == "postgresql":
         return Func(function="clock_timestamp", output_field=DateTimeField())

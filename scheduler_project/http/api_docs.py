@@ -123,6 +123,17 @@ RUN_DETAIL = [_example("Succeeded, email pending", RUN_SUCCEEDED, response=True,
 RUN_CANCEL = [_example("Canceled before it started",
                        RUN_QUEUED | {"state": "canceled", "finishedAt": "2026-12-03T06:34:22.102311Z"},
                        response=True, status=200)]
+RUN_REPLAY = [
+    _example("Why", {"note": "upstream fixed the export; INC-4211"}, request=True),
+    _example("Queued again", RUN_QUEUED | {
+        "trigger": "schedule", "attempt": 3, "maxAttempts": 6, "startedAt": "2026-12-03T06:00:00.812Z",
+        "attempts": [{"attemptId": f"att_{n}", "number": n, "state": "failed", "startedAt": "2026-12-03T06:00:00.812Z",
+                      "finishedAt": "2026-12-03T06:00:01.204Z", "error": "PermanentJobError('upstream down')",
+                      "replay": None} for n in (1, 2, 3)],
+        "replays": [{"at": "2026-12-03T09:12:44.5Z", "actor": "finance-ops",
+                     "note": "upstream fixed the export; INC-4211", "afterAttempt": 3}],
+    }, response=True, status=200),
+]
 RUN_RESULT = [_example("Signed link", {
     "url": "https://scheduler.example.com/api/v1/objects/.eJxFjMsOwiAUBf-FtUkvSOm5_RlzKWBTH1H6rvHfZedmNjOZj7qpVuX5",
     "expiresAt": "2026-12-03T06:39:21Z", "checksum": CHECKSUM,

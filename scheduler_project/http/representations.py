@@ -125,7 +125,8 @@ def schedule_statistics_representation(schedule, stats, own_duration, job_type_s
     }
 
 
-def attempt_representation(attempt) -> dict:
+def attempt_representation(attempt, replay: dict | None = None) -> dict:
+    """``replay``: the replay this attempt is the first of (run_replays_by_attempt)."""
     return {
         "attemptId": attempt.id,
         "number": attempt.number,
@@ -133,7 +134,13 @@ def attempt_representation(attempt) -> dict:
         "startedAt": instant(attempt.started_at),
         "finishedAt": instant(attempt.finished_at),
         "error": attempt.error or None,
+        "replay": None if replay is None else {"at": replay["at"], "actor": replay["actor"], "note": replay["note"]},
     }
+
+
+def run_replays_by_attempt(run) -> dict[int, dict]:
+    """Each replay of the run by the number of the first attempt it started."""
+    return {replay["afterAttempt"] + 1: replay for replay in run.replays or ()}
 
 
 def run_result_representation(run) -> dict | None:
@@ -181,6 +188,7 @@ def run_representation(run, unavailable: frozenset[str] | None = None,
                        key_bound: frozenset[str] | None = None) -> dict:
     attempts = sorted(run.attempts.all(), key=lambda attempt: attempt.number)
     effects = sorted(run.effect_intents.all(), key=lambda intent: intent.action)
+    replays = run_replays_by_attempt(run)
     return {
         "runId": run.id,
         "scheduleId": run.schedule_id,
@@ -202,12 +210,13 @@ def run_representation(run, unavailable: frozenset[str] | None = None,
         "cancellationRequested": run.cancellation_requested,
         "cancellationAccepted": run.cancellation_accepted,
         "error": run.error or None,
-        "attempts": [attempt_representation(attempt) for attempt in attempts],
+        "attempts": [attempt_representation(attempt, replays.get(attempt.number)) for attempt in attempts],
         "result": run_result_representation(run),
         "progress": run_progress_representation(run),
         "effects": [
             {"action": intent.action, "kind": intent.kind, "state": intent.state, "reason": intent.reason or None}
             for intent in effects
         ],
+        "replays": list(run.replays or []),
         "createdAt": instant(run.created_at),
     }

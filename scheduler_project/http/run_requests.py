@@ -1,11 +1,11 @@
-"""Filters of the tenant-wide run listing (`GET /runs`): their shape and limits."""
+"""Filters of the tenant-wide run listing (`GET /runs`): their shape and limits; the body of a replay."""
 
 import json
 
 from rest_framework import serializers
 
 from schedules.models import JobType
-from scheduler_project.http.schedule_requests import MAX_JOB_TYPE_LENGTH
+from scheduler_project.http.schedule_requests import MAX_JOB_TYPE_LENGTH, OneLineField
 from scheduler_project.http.schemas import RUN_STATES
 from scheduler_project.http.validation import (
     InstantField,
@@ -16,6 +16,12 @@ from scheduler_project.http.validation import (
 )
 
 RUN_FILTERS = frozenset({"state", "scheduleId", "jobType", "since"})
+MAX_REPLAY_NOTE = 500
+
+
+class ReplaySerializer(StrictSerializer):
+    note = OneLineField(required=False, allow_blank=True, max_length=MAX_REPLAY_NOTE,
+                        help_text="Why the run is replayed, recorded with the replay: one line, at most 500 characters")
 
 
 class RunStatesField(StrictCharField):

@@ -183,6 +183,16 @@ class JobTypeListSerializer(serializers.Serializer):
 # --- Runs --------------------------------------------------------------------------------
 
 
+class AttemptReplaySerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    actor = serializers.CharField(allow_blank=True, help_text="The name of the token that asked")
+    note = serializers.CharField(allow_blank=True)
+
+
+class RunReplaySerializer(AttemptReplaySerializer):
+    afterAttempt = serializers.IntegerField(help_text="The attempts the run had when it was replayed")
+
+
 class AttemptSerializer(serializers.Serializer):
     attemptId = serializers.CharField()
     number = serializers.IntegerField()
@@ -190,6 +200,7 @@ class AttemptSerializer(serializers.Serializer):
     startedAt = serializers.DateTimeField()
     finishedAt = serializers.DateTimeField(allow_null=True)
     error = serializers.CharField(allow_null=True)
+    replay = AttemptReplaySerializer(allow_null=True, help_text="The replay this attempt is the first of, else null")
 
 
 class RunResultSerializer(serializers.Serializer):
@@ -242,6 +253,7 @@ class RunSerializer(serializers.Serializer):
         allow_null=True, help_text="The job's last ctx.progress() of the latest attempt (null when it reported none)"
     )
     effects = EffectSerializer(many=True)
+    replays = RunReplaySerializer(many=True, help_text="Each replay of the run once failed, oldest first")
     createdAt = serializers.DateTimeField()
 
 

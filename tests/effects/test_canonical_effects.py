@@ -84,3 +84,25 @@ def test_api__uncertain_email_is_visible_and_admin_can_resolve(tenant, mailbox):
     assert intent.state == "failed" and "admin:root: failed" in intent.resolution
     assert [e["state"] for e in client.get(f"/api/v1/runs/{run.id}").json()["effects"]] == ["failed"]
     assert admin.get(f"/admin/effects/effectintent/{intent.id}/change/").status_code == 200
+
+
+def test_replayed_success_mails_once(tenant, mailbox):
+    """A replay is the same occurrence: its success publishes the occurrence's one effect
+    (send-<runId>), mailed once however often delivery passes run."""
+    schedule = report_schedule(tenant, effects={"email": {"to": ["sales@example.com"]}})
+    run = start_run(schedule)
+    failed = dict(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence, outcome="failed",
+                  error="upstream down", retryable=False)
+    authority.complete(**failed)
+    authority.run_replay(tenant=tenant, run_id=run.id, note="upstream fixed")
+    replayed = authority.claim(worker_label="worker-b")
+    assert replayed.id == run.id and replayed.fence == run.fence + 1
+    publish(replayed, stage(replayed, CANONICAL))
+    authority.complete(**failed)  # the failed attempt's repeated completion changes nothing
+    effects_pass()
+    effects_pass()
+
+    [intent] = EffectIntent.objects.filter(run=run)
+    assert intent.action == f"send-{run.id}" and intent.result_checksum == checksum(CANONICAL)
+    [message] = read_mailbox(mailbox)
+    assert attachments(message)[0][1] == CANONICAL

@@ -1,7 +1,7 @@
 """Random interleavings of the worker protocol against PostgreSQL.
 
 Several simulated workers claim, heartbeat, stage, complete and go stale while leases expire,
-the sweeper runs, clients cancel and retries are promoted. Each worker remembers every
+the sweeper runs, clients cancel and replay failed runs, and retries are promoted. Each worker remembers every
 (run, attempt, fence) it was given, so stale workers keep calling. After every step the
 authority's invariants are checked from the database, and every call made with a fence that
 is not current must be refused and change nothing.
@@ -49,7 +49,7 @@ PICK = st.integers(min_value=0, max_value=7)
 ACTIONS = (
     ["claim"] * 3 + ["run_once"] * 2 + ["complete_succeeded"] * 2 + ["complete_failed"] * 2
     + ["lease_passes", "sweep", "lease_passes_then_sweep", "lease_passes_then_sweep"]
-    + ["materialize", "promote", "cancel", "heartbeat", "forged_fence", "stage", "complete_canceled"]
+    + ["materialize", "promote", "cancel", "heartbeat", "forged_fence", "stage", "complete_canceled", "replay"]
 )
 
 PROFILE = settings(
@@ -158,6 +158,22 @@ class AuthorityMachine(RuleBasedStateMachine):
             assert after.state == RunState.RUNNING and after.cancellation_requested
         else:
             assert after.state == RunState.CANCELED and after.cancellation_accepted
+
+    def replay(self, i):
+        runs = list(Run.objects.order_by("created_at", "id"))
+        if not runs:
+            return
+        run = runs[i % len(runs)]
+        call = lambda: authority.run_replay(tenant=self.tenant, run_id=run.id, note="again")  # noqa: E731
+        if run.state != RunState.FAILED:
+            self.refused_and_unchanged(call, InvalidState)
+            return
+        call()
+        event("replayed")
+        self.terminal.pop(run.id)  # the one way a terminal run changes: failed, then queued again
+        after = Run.objects.get(id=run.id)
+        assert (after.state, after.finished_at, after.fence) == (RunState.QUEUED, None, run.fence)
+        assert after.max_attempts == run.attempt_count + MAX_ATTEMPTS
 
     # --- time and the sweeper -----------------------------------------------------------
 
@@ -298,6 +314,7 @@ class AuthorityMachine(RuleBasedStateMachine):
             "complete_succeeded": lambda: self.complete_succeeded(worker, i),
             "complete_failed": lambda: self.complete_failed(worker, i, retryable=flag),
             "complete_canceled": lambda: self.complete_canceled(worker, i),
+            "replay": lambda: self.replay(i),
         }[action]()
 
     # --- invariants, from the database after every step ------------------------------
@@ -319,7 +336,9 @@ class AuthorityMachine(RuleBasedStateMachine):
             assert run.fence == (mine[-1].fence if mine else 0)
             assert run.fence >= self.fences.get(run.id, 0)
             self.fences[run.id] = run.fence
-            assert run.attempt_count == len(mine) <= run.max_attempts == MAX_ATTEMPTS
+            # A replay grants the attempts it found plus a fresh budget.
+            budget_from = run.replays[-1]["afterAttempt"] if run.replays else 0
+            assert run.attempt_count == len(mine) <= run.max_attempts == budget_from + MAX_ATTEMPTS
 
             # Only the current attempt of a running run is running.
             running = [a for a in mine if a.state == AttemptState.RUNNING]
@@ -364,8 +383,9 @@ class AuthorityMachine(RuleBasedStateMachine):
                 running = [r for r in mine if r.state == RunState.RUNNING]
                 assert len(running) <= 1 and all(r.holds_guard for r in running)
                 # buffer_one: at most one scheduled occurrence waits besides the holder.
+                # A replayed failed occurrence waits for the guard too, asked for explicitly.
                 waiting = [r for r in mine if r.state in ACTIVE_STATES and not r.holds_guard
-                           and r.trigger == "schedule"]
+                           and r.trigger == "schedule" and not r.replays]
                 assert len(waiting) <= 1
 
 

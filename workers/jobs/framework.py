@@ -14,7 +14,10 @@ Job authors import from ``workers.jobs``; the runtime uses ``JobControl``, the
 
 The context (``JobContext``) is the documented surface a job may rely on: ``params``,
 ``scheduled_at`` (UTC) and ``scheduled_at_local`` (the schedule's zone), ``tenant``,
-``attempt``, ``checkpoint()``, ``sleep()``, ``logger``, ``progress()`` and ``output()``.
+``attempt``, ``checkpoint()``, ``sleep()``, ``logger``, ``progress()`` and ``output()``;
+and for the job's own writes, the fencing token: ``run_id`` (the occurrence), ``attempt_id``,
+``fence`` (higher for every later attempt of the occurrence), which the helpers of
+workers.jobs.fencing check in the team's table and bucket, and ``still_owner()``.
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ class JobContext:
     # Set by the runtime: the tenant's name by id, and the writer of progress to the run.
     tenant_loader: Callable[[str], str] | None = field(default=None, repr=False)
     progress_sink: Callable[[float, str], None] | None = field(default=None, repr=False)
+    owner_check: Callable[[], bool] | None = field(default=None, repr=False)
     _progress_pending: tuple[float, str] | None = field(default=None, init=False, repr=False)
     _progress_sent_at: float | None = field(default=None, init=False, repr=False)
     _output: JobOutput | None = field(default=None, init=False, repr=False)
@@ -144,6 +148,15 @@ class JobContext:
             if self.control.deadline is not None:
                 wait = min(wait, max(0.0, self.control.deadline - now))
             self.control.wait(wait)
+
+    def still_owner(self) -> bool:
+        """Whether this attempt still owns its run, asked of the authority now (one read on
+        database time): for a call to a service no fence can guard, just before making it.
+        A True answer can be outdated the moment it arrives (a pause right after it); a write
+        the fence can guard goes through workers.jobs.fencing instead."""
+        if self.control.lost.is_set():
+            return False
+        return self.owner_check() if self.owner_check is not None else True
 
     @property
     def scheduled_at_local(self) -> datetime:
