@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0021_admission_epoch'),
+        ('runs', '0022_statistics_snapshot'),
     ]
 
     operations = [
