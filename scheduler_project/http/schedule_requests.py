@@ -49,7 +49,7 @@ _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http
 # Describes the recurrence object in the schema; `RecurrenceField` validates it.
 class RecurrenceSerializer(serializers.Serializer):
 
-    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once"])
+    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once", "rrule"])
     cron = serializers.CharField(
         required=False, max_length=recurrence.MAX_CRON_LENGTH, help_text="5-field cron (kind=cron)"
     )
@@ -58,12 +58,21 @@ class RecurrenceSerializer(serializers.Serializer):
     anchor = serializers.DateTimeField(required=False, help_text="kind=interval; default: creation")
     delaySeconds = serializers.IntegerField(required=False, min_value=0, help_text="kind=after_completion")
     at = serializers.DateTimeField(required=False, help_text="kind=once: the single instant")
+    rrule = serializers.CharField(
+        required=False, max_length=recurrence.MAX_RRULE_LENGTH,
+        help_text="kind=rrule: an RFC 5545 RRULE value, e.g. FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17;BYMINUTE=0",
+    )
+    dtstart = serializers.CharField(required=False, help_text="kind=rrule: local time without offset")
+    exdates = serializers.ListField(child=serializers.CharField(), required=False, max_length=recurrence.MAX_DATES,
+                                    help_text="kind=rrule: local times left out")
+    rdates = serializers.ListField(child=serializers.CharField(), required=False, max_length=recurrence.MAX_DATES,
+                                   help_text="kind=rrule: local times added")
 
 
 @extend_schema_field(RecurrenceSerializer)
 class RecurrenceField(serializers.Field):
     """The recurrence object as a Rule, checked by the recurrence grammar itself; its errors
-    keep their codes (invalid_cron, invalid_timezone). An interval without anchor stays
+    keep their codes (invalid_cron, invalid_timezone, invalid_recurrence). An interval without anchor stays
     unanchored until the service knows the creation time."""
 
     def to_internal_value(self, data):

@@ -49,7 +49,7 @@ class ErrorBodySerializer(serializers.Serializer):
 def error_responses(*statuses: int) -> dict:
     """The error answers of an operation; every authenticated one (401) may also be rate-limited (429)."""
     descriptions = {
-        400: "invalid_request, invalid_cron or invalid_timezone",
+        400: "invalid_request, invalid_cron, invalid_timezone or invalid_recurrence",
         401: "unauthenticated: missing or bad token",
         403: "forbidden (wrong kind of token) or job_type_forbidden",
         404: "not_found",

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from schedules.recurrence.cron import compile_cron, next_cron, normalize_cron
 from schedules.recurrence.errors import InvalidRecurrence, InvalidTimezone
 from schedules.recurrence.instants import EARLIEST, LATEST, UTC, InstantOutOfRange, parse_instant, renderable
+from schedules.recurrence.rrule import RRuleFields, next_rrule, parse_rrule_fields
 # Ten years: long enough for any real schedule, small enough that instant arithmetic
 # never leaves datetime's range for realistic anchors.
 MAX_SECONDS = 10 * 366 * 86400
@@ -27,6 +28,7 @@ class Rule:
     anchor: datetime | None = None  # interval only; None until `anchored`
     delay_seconds: int | None = None
     at: datetime | None = None  # once only: the single instant
+    rrule: RRuleFields | None = None  # rrule only
 
     def anchored(self, default_anchor: datetime) -> Rule:
         """This rule; an interval rule without an anchor takes ``default_anchor``."""
@@ -48,6 +50,8 @@ class Rule:
             }
         if self.kind == "once":
             return {"kind": "once", "at": _iso_utc(self.at), "timezone": self.timezone}
+        if self.kind == "rrule":
+            return _rrule_dict(self)
         return {"kind": "after_completion", "delaySeconds": self.delay_seconds, "timezone": self.timezone}
 
 
@@ -61,6 +65,7 @@ _ALLOWED_KEYS = {
     "interval": frozenset({"kind", "everySeconds", "anchor", "timezone"}),
     "after_completion": frozenset({"kind", "delaySeconds", "timezone"}),
     "once": frozenset({"kind", "at", "timezone"}),
+    "rrule": frozenset({"kind", "rrule", "dtstart", "timezone", "exdates", "rdates"}),
 }
 
 
@@ -82,7 +87,7 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
         raise InvalidRecurrence("recurrence.kind is required", "recurrence.kind")
     if not isinstance(kind, str) or kind not in _ALLOWED_KEYS:
         raise InvalidRecurrence(
-            "recurrence.kind must be one of: cron, interval, after_completion, once", "recurrence.kind"
+            "recurrence.kind must be one of: cron, interval, after_completion, once, rrule", "recurrence.kind"
         )
     for key in sorted(data):
         if key not in _ALLOWED_KEYS[kind]:
@@ -114,8 +119,23 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
             raise InvalidRecurrence("recurrence.at is required", "recurrence.at")
         return Rule(kind="once", timezone=zone_name, at=_parse_anchor(data["at"], "recurrence.at"))
 
+    if kind == "rrule":
+        return Rule(kind="rrule", timezone=zone_name, rrule=parse_rrule_fields(data, zone_name))
+
     delay = _parse_seconds(data, "delaySeconds", minimum=0)
     return Rule(kind="after_completion", timezone=zone_name, delay_seconds=delay)
+
+
+def _rrule_dict(rule: Rule) -> dict:
+    fields = rule.rrule
+    return {
+        "kind": "rrule",
+        "rrule": fields.text,
+        "dtstart": fields.dtstart.isoformat(),
+        "timezone": rule.timezone,
+        "exdates": [local.isoformat() for local in fields.exdates],
+        "rdates": [local.isoformat() for local in fields.rdates],
+    }
 
 
 def _parse_seconds(data: dict, key: str, minimum: int) -> int:
@@ -187,6 +207,8 @@ def next_after(rule: Rule, after: datetime) -> datetime | None:
             found = after + timedelta(seconds=rule.delay_seconds)
         elif rule.kind == "once":
             found = rule.at if after < rule.at else None
+        elif rule.kind == "rrule":
+            found = next_rrule(rule.rrule, _zone(rule.timezone), after)
         else:
             raise ValueError(f"unknown recurrence kind {rule.kind!r}")
     except OverflowError:

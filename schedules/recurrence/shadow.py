@@ -34,7 +34,47 @@ def croniter_next(rule: Rule, after: datetime):
     return croniter(rule.cron, local).get_next(datetime).astimezone(UTC)
 
 
-BUILTIN_CANDIDATES = {"croniter": croniter_next}
+def dateutil_next(rule: Rule, after: datetime):
+    """python-dateutil's next instant of an RRULE rule, expanded with zone-aware times from
+    the start (no rebasing, no search bound), each local time resolved by the zone as
+    zoneinfo reads it (fold=0)."""
+    if rule.kind != "rrule":
+        return NotImplemented
+    from dateutil.rrule import rrulestr, rruleset
+
+    zone = ZoneInfo(rule.timezone)
+    fields = rule.rrule
+    rules = rruleset()
+    rules.rrule(rrulestr(_aware_until(fields.text, zone), dtstart=fields.dtstart.replace(tzinfo=zone)))
+    for local in fields.rdates:
+        rules.rdate(local.replace(tzinfo=zone))
+    for local in fields.exdates:
+        rules.exdate(local.replace(tzinfo=zone))
+    # Wall-clock order is not instant order across a DST gap: look a day either side.
+    wall_after = after.astimezone(zone).replace(tzinfo=None)
+    best = None
+    for local in rules.xafter((wall_after - timedelta(hours=26)).replace(tzinfo=zone), inc=True):
+        instant = local.astimezone(UTC)
+        if instant > after and (best is None or instant < best):
+            best = instant
+        if best is not None and local.replace(tzinfo=None) > wall_after + timedelta(hours=26):
+            break
+    return best
+
+
+def _aware_until(text: str, zone: ZoneInfo) -> str:
+    """UNTIL as dateutil wants it beside a zoned DTSTART: in UTC."""
+    parts = []
+    for part in text.split(";"):
+        if part.startswith("UNTIL=") and not part.endswith("Z"):
+            value = part[6:] if "T" in part else part[6:] + "T235959"
+            local = datetime.strptime(value, "%Y%m%dT%H%M%S").replace(tzinfo=zone)
+            part = "UNTIL=" + local.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+        parts.append(part)
+    return ";".join(parts)
+
+
+BUILTIN_CANDIDATES = {"croniter": croniter_next, "dateutil": dateutil_next}
 
 
 def compare_next(rule: Rule, after: datetime, active: datetime | None, candidate) -> Mismatch | None:
