@@ -63,7 +63,8 @@ def _next_instants(schedule: Schedule, count: int) -> list:
     if schedule.next_run_at is None:
         return []
     try:
-        rule = recurrence.parse_rule(schedule.recurrence, anchor_required=False).anchored(schedule.next_run_at)
+        rule = recurrence.parse_rule(schedule.recurrence, anchor_required=False).anchored(schedule.next_run_at).within(
+            schedule.active_from, schedule.active_until)
     except (recurrence.RecurrenceError, TypeError, ValueError):
         return []
     return [schedule.next_run_at, *recurrence.preview(rule, schedule.next_run_at, count - 1)]

@@ -235,7 +235,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="Next five instants")
     def next_five_instants(self, obj):
         try:
-            rule = parse_rule(obj.recurrence, default_anchor=obj.created_at)
+            rule = parse_rule(obj.recurrence, default_anchor=obj.created_at).within(obj.active_from, obj.active_until)
         except RecurrenceError as exc:
             return f"invalid recurrence: {exc}"
         return format_html_join("\n", "<div>{}</div>", ((line,) for line in preview_lines(rule)))

@@ -42,6 +42,9 @@ MAX_ADDRESS_LENGTH = 254
 MAX_SUBJECT_LENGTH = 200
 MAX_PREVIEW_COUNT = 100
 MAX_START_DEADLINE_SECONDS = 86400
+MAX_END_AFTER_OCCURRENCES = 1_000_000
+# Window fields: request key -> ScheduleSpec field; null clears one (an edit) or leaves it open.
+WINDOW_FIELDS = {"activeFrom": "active_from", "activeUntil": "active_until", "endAfterOccurrences": "end_after_occurrences"}
 _EMAIL_ADDRESS = RegexValidator(r"^[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+$", message="not an email address")
 _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http(s) URL")
 
@@ -188,12 +191,26 @@ class ScheduleCreateSerializer(StrictSerializer):
         required=False, min_value=0, max_value=MAX_JITTER_SECONDS, source="jitter_seconds",
         help_text="Each occurrence is due a fixed offset in [0, jitterSeconds] after its instant",
     )
+    activeFrom = InstantField(required=False, allow_null=True, source="active_from",
+                              help_text="No occurrence before this instant; null: open")
+    activeUntil = InstantField(required=False, allow_null=True, source="active_until",
+                               help_text="No occurrence after this instant (after activeFrom); null: open")
+    endAfterOccurrences = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_END_AFTER_OCCURRENCES,
+        source="end_after_occurrences",
+        help_text="The schedule ends once this many rule instants were materialized (manual runs not counted)",
+    )
 
     def validate(self, attrs):
         if "effects" in attrs and attrs["effects"] is None:
             attrs["effects"] = {}  # null removes every effect
         if "start_deadline_seconds" in attrs and attrs["start_deadline_seconds"] is None:
             attrs["start_deadline_seconds"] = 0  # null removes the promise
+        cleared = frozenset(key for key, name in WINDOW_FIELDS.items() if name in attrs and attrs[name] is None)
+        for key in cleared:
+            del attrs[WINDOW_FIELDS[key]]
+        if cleared:
+            attrs["cleared"] = cleared
         return attrs
 
 
@@ -211,6 +228,17 @@ class PreviewSerializer(StrictSerializer):
     recurrence = RecurrenceField(source="rule")
     count = StrictIntegerField(required=False, min_value=1, max_value=MAX_PREVIEW_COUNT)
     after = InstantField(required=False, allow_null=True, help_text="Exclusive; default now")
+    activeFrom = InstantField(required=False, allow_null=True, source="active_from",
+                              help_text="The schedule's window: no instant before it")
+    activeUntil = InstantField(required=False, allow_null=True, source="active_until",
+                               help_text="The schedule's window: no instant after it")
+
+    def validate(self, attrs):
+        active_from, active_until = attrs.pop("active_from", None), attrs.pop("active_until", None)
+        if active_from is not None and active_until is not None and active_until <= active_from:
+            raise serializers.ValidationError({"activeUntil": ["must be after activeFrom"]})
+        attrs["rule"] = attrs["rule"].within(active_from, active_until)
+        return attrs
 
 
 class RunOnceSerializer(StrictSerializer):
@@ -230,7 +258,8 @@ def schedule_changes(body: dict) -> tuple[int, ScheduleSpec]:
 
 
 def preview_arguments(body: dict) -> dict:
-    """`schedule_preview`'s keyword arguments (rule, after, count) from the preview request."""
+    """`schedule_preview`'s keyword arguments (rule in the window given, after, count) from
+    the preview request."""
     return dict(validate_body(PreviewSerializer, body))
 
 

@@ -85,6 +85,10 @@ class RevisedFieldsSerializer(serializers.Serializer):
     effects = EffectsSerializer()
     startDeadlineSeconds = serializers.IntegerField(allow_null=True, help_text="Strict start promise; null: ordinary")
     jitterSeconds = serializers.IntegerField(help_text="Occurrences are due up to this many seconds late; 0: none")
+    activeFrom = serializers.DateTimeField(allow_null=True, help_text="No occurrence before it; null: open")
+    activeUntil = serializers.DateTimeField(allow_null=True, help_text="No occurrence after it; null: open")
+    endAfterOccurrences = serializers.IntegerField(
+        allow_null=True, help_text="Ends once this many rule instants were materialized; null: no end by count")
 
 
 class ScheduleSerializer(RevisedFieldsSerializer):
@@ -97,6 +101,11 @@ class ScheduleSerializer(RevisedFieldsSerializer):
     paused = serializers.BooleanField()
     nextRunAt = serializers.DateTimeField(allow_null=True)
     nextRunAtLocal = serializers.CharField(allow_null=True)
+    occurrencesMaterialized = serializers.IntegerField(
+        help_text="Rule instants materialized so far (any outcome; manual and backfilled runs not counted)")
+    ended = serializers.BooleanField(
+        help_text="Past its end: endAfterOccurrences materialized, activeUntil passed, or no instant left in "
+                  "its rule; nextRunAt is null")
     createdAt = serializers.DateTimeField()
     updatedAt = serializers.DateTimeField()
 

@@ -29,6 +29,10 @@ class Rule:
     delay_seconds: int | None = None
     at: datetime | None = None  # once only: the single instant
     rrule: RRuleFields | None = None  # rrule only
+    # The schedule's window (activeFrom, activeUntil), not part of the recurrence object:
+    # no instant outside it. Set by `within`.
+    active_from: datetime | None = None
+    active_until: datetime | None = None
 
     def anchored(self, default_anchor: datetime) -> Rule:
         """This rule; an interval rule without an anchor takes ``default_anchor``."""
@@ -37,6 +41,11 @@ class Rule:
         if not isinstance(default_anchor, datetime) or default_anchor.utcoffset() is None:
             raise ValueError("default_anchor must be a timezone-aware datetime")
         return replace(self, anchor=default_anchor.astimezone(UTC))
+
+    def within(self, active_from: datetime | None, active_until: datetime | None) -> Rule:
+        """This rule with no instant before ``active_from`` or after ``active_until`` (aware; None: open)."""
+        return replace(self, active_from=active_from and _as_utc(active_from),
+                       active_until=active_until and _as_utc(active_until))
 
     def to_dict(self) -> dict:
         if self.kind == "cron":
@@ -194,9 +203,27 @@ def _iso_utc(instant: datetime) -> str:
 def next_after(rule: Rule, after: datetime) -> datetime | None:
     """The earliest occurrence strictly after ``after``, as an aware UTC datetime.
 
-    For ``after_completion`` ``after`` is the previous occurrence's end. Returns None
-    only when the next occurrence would not be renderable (within a day of year 1 or 9999).
+    For ``after_completion`` ``after`` is the previous occurrence's end. Returns None when
+    the rule has no more instants (in its window), or the next one would not be renderable
+    (within a day of year 1 or 9999).
     """
+    found = _next_unwindowed(rule, after)
+    if found is not None and rule.active_from is not None and found < rule.active_from:
+        # after_completion: due when the window opens; a calendar rule: its first instant in it.
+        found = (rule.active_from if rule.kind == "after_completion"
+                 else _next_unwindowed(rule, rule.active_from - timedelta(microseconds=1)))
+    if found is not None and rule.active_until is not None and found > rule.active_until:
+        return None
+    return found
+
+
+def in_window(rule: Rule, instant: datetime) -> bool:
+    """Whether ``instant`` lies in the rule's window (activeFrom <= instant <= activeUntil)."""
+    return ((rule.active_from is None or instant >= rule.active_from)
+            and (rule.active_until is None or instant <= rule.active_until))
+
+
+def _next_unwindowed(rule: Rule, after: datetime) -> datetime | None:
     after = _as_utc(after)
     try:
         if rule.kind == "cron":
@@ -219,7 +246,8 @@ def next_after(rule: Rule, after: datetime) -> datetime | None:
 def first_not_before(rule: Rule, now: datetime) -> datetime | None:
     """The first instant not before ``now``; an after_completion schedule is due at once."""
     if rule.kind == "after_completion":
-        return now
+        due = max(now, rule.active_from) if rule.active_from is not None else now
+        return due if in_window(rule, due) else None
     return next_after(rule, now - timedelta(microseconds=1))
 
 
