@@ -21,10 +21,8 @@ an instance (RFC 5545 does).
 from __future__ import annotations
 
 import bisect
-import copy
 import functools
 import re
-import threading
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -147,25 +145,31 @@ class _Exhausted(Exception):
     """The search walked SEARCH_MONTHS months without an instant."""
 
 
-_meter = threading.local()
-
-
 class _MeteredRule(dateutil_rrule.rrule):
     """dateutil's rule, whose walk is metered: dateutil rebuilds its calendar masks at each
-    month (each year step of a YEARLY rule) it walks, and reads ``_bynweekday`` then."""
+    month (each year step of a YEARLY rule) it walks, and reads ``_bynweekday`` then. The
+    meter, ``_months_left``, is set on the copy each query walks (``_walker``)."""
 
     @property
     def _bynweekday(self):
-        left = getattr(_meter, "months", None)
+        state = self.__dict__
+        left = state.get("_months_left")
         if left is not None:
             if left <= 0:
                 raise _Exhausted
-            _meter.months = left - 1
-        return self.__dict__["_bynweekday"]
+            state["_months_left"] = left - 1
+        return state["_bynweekday"]
 
     @_bynweekday.setter
     def _bynweekday(self, value):
         self.__dict__["_bynweekday"] = value
+
+
+def _walker(rule: _MeteredRule, **changes) -> _MeteredRule:
+    """A copy of ``rule`` to walk (from another ``_dtstart``), its meter full."""
+    walker = object.__new__(_MeteredRule)
+    walker.__dict__.update({**rule.__dict__, "_months_left": SEARCH_MONTHS, **changes})
+    return walker
 
 
 @dataclass(frozen=True)
@@ -238,22 +242,19 @@ def _candidates_per_period(rule) -> int:
 
 def _count_as_until(compiled: CompiledRRule) -> CompiledRRule:
     """A COUNT rule is the same rule until its COUNT-th instant: expanded once, here."""
-    rule, last = compiled.rule, None
-    iterator = iter(rule)
+    walker, last = _walker(compiled.rule), None
+    iterator = iter(walker)
     try:
         while True:
-            _meter.months = SEARCH_MONTHS  # per instant found: a COUNT walks as far as it has instants
+            walker._months_left = SEARCH_MONTHS  # per instant found: a COUNT walks as far as it has instants
             try:
                 last = next(iterator)
             except StopIteration:
                 break
     except _Exhausted:
         pass
-    finally:
-        _meter.months = None
     until = last if last is not None else compiled.dtstart - _ONE_SECOND
-    bounded = copy.copy(rule)
-    bounded._count, bounded._until = None, until
+    bounded = _walker(compiled.rule, _count=None, _until=until, _months_left=None)
     return CompiledRRule(rule=bounded, dtstart=compiled.dtstart, until=until)
 
 
@@ -300,17 +301,10 @@ def _rule_from(compiled: CompiledRRule, cursor: datetime) -> datetime | None:
     start = _started_at(compiled, cursor)
     if start is None:
         return None
-    rule = compiled.rule
-    if start != compiled.dtstart:
-        rule = copy.copy(rule)
-        rule._dtstart = start
-    _meter.months = SEARCH_MONTHS
     try:
-        return rule.after(cursor, inc=True)
+        return _walker(compiled.rule, _dtstart=start).after(cursor, inc=True)
     except _Exhausted:
         return None
-    finally:
-        _meter.months = None
 
 
 def _started_at(compiled: CompiledRRule, cursor: datetime) -> datetime | None:

@@ -43,6 +43,10 @@ def next_resolved(first_slot_from: Callable[[datetime], datetime | None], zone: 
     # Only a gap that ended less than its own length ago has slots resolving after `after`.
     if gap > timedelta(0) and (after - gap).astimezone(zone).utcoffset() != offset:
         cursor -= gap
+    else:
+        # A slot at the local time of `after` (floored) resolves to `after` or before it (to
+        # the first occurrence when `after` is the second): start one slot later.
+        cursor += resolution
 
     best: datetime | None = None
     while True:
