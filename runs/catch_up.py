@@ -24,6 +24,7 @@ class CatchUpPlan:
     skipped: list[datetime] = field(default_factory=list)
     skipped_range: SkippedRange | None = None
     next_run_at: datetime | None = None
+    ended_by_count: bool = False  # its last instants were the schedule's endAfterOccurrences
 
 
 def plan_catch_up(
@@ -78,7 +79,7 @@ def plan_catch_up(
             plan.run.append(instant)
         instant = recurrence.next_after(rule, instant)
     if walked == max_instants:
-        instant = None  # the schedule's last occurrence: it ends
+        instant, plan.ended_by_count = None, True  # the schedule's last occurrence: it ends
     elif walked == WALK_CAP and instant is not None and instant <= now:
         # Pathological backlog: account for the rest as skipped without enumerating it.
         older = _extend(older, instant)

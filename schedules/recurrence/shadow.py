@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from schedules.recurrence.rules import Rule, next_after
+from schedules.recurrence.rules import Rule, in_window, next_after
 
 UTC = timezone.utc
 
@@ -80,6 +80,8 @@ BUILTIN_CANDIDATES = {"croniter": croniter_next, "dateutil": dateutil_next}
 def compare_next(rule: Rule, after: datetime, active: datetime | None, candidate) -> Mismatch | None:
     """The mismatch when the candidate's next instant after ``after`` is not ``active``."""
     theirs = candidate(rule, after)
+    if theirs is not NotImplemented and theirs is not None and not in_window(rule, theirs):
+        theirs = None  # candidates know the rule, not the schedule's window (activeFrom/activeUntil)
     if theirs is NotImplemented or theirs == active:
         return None
     return Mismatch(after, active, theirs)

@@ -252,3 +252,34 @@ def test_end_after_occurrences__armed_timer_counts_in_its_guarded_write(client):
     assert scheduled_runs(schedule["scheduleId"]) == [at]
     stored = Schedule.objects.get(id=schedule["scheduleId"])
     assert (stored.occurrences_materialized, stored.next_run_at) == (1, None)
+
+
+# --------------------------------------------------------------------------------------
+# Shadow mode: python-dateutil's own zoned expansion as the candidate
+# --------------------------------------------------------------------------------------
+
+
+def test_shadow_dateutil__rrule_and_window_ends_agree__nothing_recorded(client, settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from schedules.models import ShadowDisagreement
+
+    settings.RECURRENCE_ENGINE = "shadow:dateutil"
+    start = (authority_now() - timedelta(hours=1)).replace(second=0, microsecond=0, tzinfo=None)
+    recurrence = {"kind": "rrule", "rrule": "FREQ=MINUTELY", "dtstart": start.isoformat(), "timezone": "UTC"}
+    counted = create_schedule(client, name="counted", recurrence=recurrence, misfirePolicy="run_all",
+                              overlapPolicy="allow", endAfterOccurrences=3)
+    windowed = create_schedule(client, name="windowed", recurrence=recurrence, misfirePolicy="run_all",
+                               overlapPolicy="allow", activeUntil=instant(authority_now() - timedelta(minutes=5)))
+    overdue(counted["scheduleId"], 10)
+    overdue(windowed["scheduleId"], 10)
+
+    scan_until_idle()
+
+    assert len(scheduled_runs(counted["scheduleId"])) == 3 and len(scheduled_runs(windowed["scheduleId"])) >= 4
+    assert not ShadowDisagreement.objects.exists()
+    out = StringIO()
+    call_command("recurrence_shadow", "--candidate", "dateutil", "--days", "2", stdout=out)
+    assert out.getvalue().splitlines()[-1].startswith("dateutil: 0 mismatches over 2 rules")
