@@ -134,11 +134,13 @@ POLICIES = (
     "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds",
 )
 CAPACITY = ("start_deadline_seconds", "jitter_seconds")
+WINDOW = ("active_from", "active_until", "end_after_occurrences")
 CONTROL = ("expected_revision", "previewed")
 SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused")
 TIMES = ("zone", "next_run", "created", "updated", "paused_since", "deleted", "next_five_instants")
 VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
-             "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects")
+             "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects",
+             *WINDOW, "occurrences_materialized")
 RECENT_RUNS = 20
 
 
@@ -174,6 +176,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             return [
                 (None, {"fields": ("tenant", "name", "job_type", "params")}),
                 ("Recurrence", {"fields": RECURRENCE}),
+                ("Window", {"fields": WINDOW}),
                 ("Policies", {"fields": POLICIES}),
                 ("Capacity", {"fields": CAPACITY}),
                 ("Effects", {"fields": ("effects", *CONTROL)}),
@@ -182,6 +185,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             editable = [
                 (None, {"fields": (*SUMMARY, "name", "params")}),
                 ("Recurrence", {"fields": RECURRENCE}),
+                ("Window", {"fields": (*WINDOW, "occurrences_materialized")}),
                 ("Policies", {"fields": POLICIES}),
                 ("Capacity", {"fields": CAPACITY}),
                 ("Effects", {"fields": ("effects", *CONTROL)}),
@@ -196,7 +200,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else (*SUMMARY, *TIMES, "runtime_statistics", "recent_runs")
+        return () if obj is None else (*SUMMARY, *TIMES, "runtime_statistics", "recent_runs", "occurrences_materialized")
 
     def save_model(self, request, obj, form, change):
         """Nothing left to write: the form's service call wrote the schedule and its revision."""

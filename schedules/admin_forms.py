@@ -40,11 +40,14 @@ BODY_KEYS = {
     "start_deadline_seconds": "startDeadlineSeconds",
     "jitter_seconds": "jitterSeconds",
 }
+# Window fields (instants as the admin's date and time boxes give them); an emptied box clears one.
+WINDOW_KEYS = {"active_from": "activeFrom", "active_until": "activeUntil", "end_after_occurrences": "endAfterOccurrences"}
 # The form field showing an error of a request field (its dotted path, or a prefix of it).
 FORM_FIELD_OF = {
     **{key: field for field, key in BODY_KEYS.items()},
     **{f"retry.{key}": field for field, key in RETRY_KEYS.items()},
     **{f"recurrence.{key}": field for field, key in RECURRENCE_KEYS.items()},
+    **{key: field for field, key in WINDOW_KEYS.items()},
     "jobType": "job_type",
     "recurrence": "recurrence_kind",
     "recurrence.kind": "recurrence_kind",
@@ -111,6 +114,10 @@ class ScheduleForm(forms.ModelForm):
     dtstart = forms.CharField(required=False, help_text="RRULE: its start on the zone's wall clock, e.g. 2027-01-01T00:00:00.")
     exdates = forms.JSONField(required=False, help_text='RRULE: local times left out, e.g. ["2027-12-31T17:00:00"].')
     rdates = forms.JSONField(required=False, help_text="RRULE: local times added.")
+    active_from = forms.DateTimeField(required=False, help_text="No occurrence before it (UTC unless an offset is given); empty: open.")
+    active_until = forms.DateTimeField(required=False, help_text="No occurrence after it; empty: open.")
+    end_after_occurrences = forms.IntegerField(
+        required=False, help_text="The schedule ends once this many rule instants were materialized; empty: no end by count.")
     misfire_policy = forms.ChoiceField(choices=MisfirePolicy.choices, initial=DEFAULT_POLICIES["misfirePolicy"])
     misfire_grace_seconds = forms.IntegerField(required=False, initial=DEFAULT_POLICIES["misfireGraceSeconds"])
     overlap_policy = forms.ChoiceField(choices=OverlapPolicy.choices, initial=DEFAULT_POLICIES["overlapPolicy"])
@@ -180,6 +187,10 @@ class ScheduleForm(forms.ModelForm):
             body["startDeadlineSeconds"] = None  # an emptied box removes the promise
         if changed & set(RECURRENCE_FIELDS):
             body["recurrence"] = recurrence_body(values)
+        for field, key in WINDOW_KEYS.items():
+            if field in changed:
+                value = values.get(field)
+                body[key] = instant(value) if isinstance(value, datetime) else value
         retry = {key: values[field] for field, key in RETRY_KEYS.items() if field in changed and values.get(field) is not None}
         if retry:
             body["retry"] = retry

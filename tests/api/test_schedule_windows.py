@@ -283,3 +283,36 @@ def test_shadow_dateutil__rrule_and_window_ends_agree__nothing_recorded(client, 
     out = StringIO()
     call_command("recurrence_shadow", "--candidate", "dateutil", "--days", "2", stdout=out)
     assert out.getvalue().splitlines()[-1].startswith("dateutil: 0 mismatches over 2 rules")
+
+
+# --------------------------------------------------------------------------------------
+# The admin: an RRULE rule and a window, through its form
+# --------------------------------------------------------------------------------------
+
+
+def test_admin__rrule_and_window__previewed_created_then_window_cleared(admin_client, tenant):
+    from tests.api.test_admin import ADD_URL, add_form, change_form, form_errors, preview_shown
+
+    body = add_form(tenant, recurrence_kind="rrule", cron="", rrule="FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17",
+                    dtstart="2027-01-01T00:00:00", exdates='["2027-12-31T17:00:00"]', rdates="",
+                    timezone="Europe/London", active_from="", active_until="2030-01-01 00:00:00",
+                    end_after_occurrences="5")
+    first = admin_client.post(ADD_URL, body)
+    lines = preview_shown(first)
+    assert len(lines) == 5 and lines[0].startswith("Fri 2027-01-29 17:00:00 GMT (Europe/London)"), lines
+
+    second = admin_client.post(ADD_URL, change_form(first))
+    assert second.status_code == 302, form_errors(second)
+    schedule = Schedule.objects.get()
+    assert schedule.recurrence["rrule"] == "FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17"
+    assert (instant(schedule.active_until), schedule.active_from, schedule.end_after_occurrences) == (
+        "2030-01-01T00:00:00Z", None, 5)
+
+    url = f"/admin/schedules/schedule/{schedule.id}/change/"
+    edited = admin_client.post(url, {**change_form(admin_client.get(url)), "active_until": "",
+                                     "end_after_occurrences": "0"})
+    assert "end_after_occurrences" in form_errors(edited)  # the API's bounds, named on the form's field
+    cleared = admin_client.post(url, {**change_form(admin_client.get(url)), "active_until": ""})
+    assert cleared.status_code == 302, form_errors(cleared)
+    schedule.refresh_from_db()
+    assert (schedule.active_until, schedule.end_after_occurrences, schedule.revision) == (None, 5, 2)
