@@ -181,8 +181,12 @@ def test_end_after_occurrences__scanner_materializes_exactly_n_then_ended(client
     assert scheduled_runs(schedule["scheduleId"]) == [first + timedelta(minutes=k) for k in range(3)]
     shown = get(client, schedule["scheduleId"])
     assert (shown["occurrencesMaterialized"], shown["ended"], shown["nextRunAt"]) == (3, True, None)
+    instants = client.get(f"/api/v1/schedules/{schedule['scheduleId']}/preview").json()["instants"]
+    assert instants == []
     more = patch(client, shown, endAfterOccurrences=5).json()  # revived by raising the count
     assert more["ended"] is False and more["nextRunAt"] is not None
+    instants = client.get(f"/api/v1/schedules/{schedule['scheduleId']}/preview?count=10").json()["instants"]
+    assert len(instants) == 2
 
 
 def test_end_after_occurrences__skipped_instants_count_too(client):

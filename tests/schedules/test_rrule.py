@@ -210,15 +210,24 @@ def test_next_instants_match_dateutil_on_fixed_offset_zones(text, dtstart, zone_
 # DST: each local slot gives exactly one instant (cron's policy)
 # --------------------------------------------------------------------------------------
 
-DST_CASES = [
-    ("Europe/London", "2027-03-28T00:00:00"), ("Europe/London", "2027-10-31T00:00:00"),
-    ("America/New_York", "2027-03-14T00:00:00"), ("America/New_York", "2027-11-07T00:00:00"),
-    ("Australia/Lord_Howe", "2027-04-04T00:00:00"), ("Australia/Lord_Howe", "2027-10-03T00:00:00"),
-    ("Pacific/Apia", "2011-12-28T00:00:00"),
-    ("America/Havana", "2027-03-14T00:00:00"), ("America/Havana", "2027-11-07T00:00:00"),
-    ("America/Santiago", "2027-04-04T00:00:00"), ("America/Santiago", "2027-09-05T00:00:00"),
-    ("Antarctica/Troll", "2027-03-28T00:00:00"), ("Asia/Beirut", "2027-03-28T00:00:00"),
-]
+def transitions(zone_name, year=2027):
+    """Midnight (local) of the day before each UTC-offset change of the zone in ``year``."""
+    zone, found = ZoneInfo(zone_name), []
+    day = datetime(year, 1, 1, tzinfo=UTC)
+    while day.year == year:
+        if (day + timedelta(days=1)).astimezone(zone).utcoffset() != day.astimezone(zone).utcoffset():
+            found.append((zone_name, day.astimezone(zone).replace(tzinfo=None, hour=0, minute=0).isoformat()))
+        day += timedelta(days=1)
+    return found
+
+
+# 19 zones with offset changes in 2027 (Troll: 2 hours; Lord Howe: 30 minutes; Havana,
+# Santiago and Beirut at or near midnight), and Apia's skipped day in 2011.
+DST_ZONES = ["Europe/London", "America/New_York", "Australia/Lord_Howe", "America/Havana", "America/Santiago",
+             "Antarctica/Troll", "Asia/Beirut", "Europe/Berlin", "America/Los_Angeles", "America/Chicago",
+             "Australia/Sydney", "Pacific/Auckland", "Pacific/Chatham", "Asia/Jerusalem",
+             "Europe/Chisinau", "America/St_Johns", "Africa/Cairo", "America/Godthab", "Pacific/Easter"]
+DST_CASES = [case for zone in DST_ZONES for case in transitions(zone)] + [("Pacific/Apia", "2011-12-28T00:00:00")]
 SLOT_RULES = ["FREQ=MINUTELY;INTERVAL=15", "FREQ=HOURLY;BYMINUTE=30", "FREQ=DAILY;BYHOUR=0,1,2,3;BYMINUTE=0,30"]
 
 
