@@ -320,3 +320,12 @@ def test_admin__rrule_and_window__previewed_created_then_window_cleared(admin_cl
     assert cleared.status_code == 302, form_errors(cleared)
     schedule.refresh_from_db()
     assert (schedule.active_until, schedule.end_after_occurrences, schedule.revision) == (None, 5, 2)
+
+
+def test_console__an_ended_schedule_says_so(client, admin_client):
+    ended = create_schedule(client, name="over", activeUntil="2020-01-01T00:00:00Z")
+    active = create_schedule(client, name="on")
+    page = admin_client.get(f"/console/schedules/{ended['scheduleId']}/")
+    assert page.status_code == 200 and '<span id="paused-state">ended</span>' in page.content.decode()
+    page = admin_client.get(f"/console/schedules/{active['scheduleId']}/")
+    assert '<span id="paused-state">active</span>' in page.content.decode()
