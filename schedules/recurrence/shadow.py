@@ -8,6 +8,7 @@ knows nothing of interval or once rules). Pure Python, like the rest of the pack
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -36,30 +37,40 @@ def croniter_next(rule: Rule, after: datetime):
 
 def dateutil_next(rule: Rule, after: datetime):
     """python-dateutil's next instant of an RRULE rule, expanded with zone-aware times from
-    the start (no rebasing, no search bound), each local time resolved by the zone as
-    zoneinfo reads it (fold=0)."""
+    its dtstart (no rebasing, no search bound: an oracle, not an engine; its expansion is
+    kept per rule), each local time resolved by the zone as zoneinfo reads it (fold=0)."""
     if rule.kind != "rrule":
         return NotImplemented
+    zone = ZoneInfo(rule.timezone)
+    rules = _zoned_rruleset(rule.rrule, rule.timezone)
+    # Wall-clock order is not instant order across a DST gap: a local time up to the zone's
+    # offset change before `after` may resolve after it, and the search stops at the first
+    # local time no later one can beat.
+    offsets = [(after + timedelta(hours=hours)).astimezone(zone).utcoffset() for hours in (-26, 0, 26)]
+    spread = max(offsets) - min(offsets)
+    wall_after = after.astimezone(zone).replace(tzinfo=None)
+    best = None
+    for local in rules.xafter((wall_after - spread - timedelta(seconds=1)).replace(tzinfo=zone), inc=True):
+        instant = local.astimezone(UTC)
+        if instant > after and (best is None or instant < best):
+            best = instant
+        if best is not None and local.replace(tzinfo=None) - max(offsets) > best.replace(tzinfo=None):
+            break
+    return best
+
+
+@functools.lru_cache(maxsize=256)
+def _zoned_rruleset(fields, zone_name: str):
     from dateutil.rrule import rrulestr, rruleset
 
-    zone = ZoneInfo(rule.timezone)
-    fields = rule.rrule
-    rules = rruleset()
+    zone = ZoneInfo(zone_name)
+    rules = rruleset(cache=True)
     rules.rrule(rrulestr(_aware_until(fields.text, zone), dtstart=fields.dtstart.replace(tzinfo=zone)))
     for local in fields.rdates:
         rules.rdate(local.replace(tzinfo=zone))
     for local in fields.exdates:
         rules.exdate(local.replace(tzinfo=zone))
-    # Wall-clock order is not instant order across a DST gap: look a day either side.
-    wall_after = after.astimezone(zone).replace(tzinfo=None)
-    best = None
-    for local in rules.xafter((wall_after - timedelta(hours=26)).replace(tzinfo=zone), inc=True):
-        instant = local.astimezone(UTC)
-        if instant > after and (best is None or instant < best):
-            best = instant
-        if best is not None and local.replace(tzinfo=None) > wall_after + timedelta(hours=26):
-            break
-    return best
+    return rules
 
 
 def _aware_until(text: str, zone: ZoneInfo) -> str:
