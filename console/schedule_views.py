@@ -15,6 +15,7 @@ from runs.authority import run_once, schedule_resume
 from runs.selectors import history_watermark, runs_page
 from schedules import recurrence
 from schedules.models import Schedule, Tenant
+from schedules.selectors import schedule_ended
 from schedules.services import schedule_pause
 from scheduler_project.clock import authority_now
 
@@ -55,7 +56,7 @@ def schedule_list(request):
 def _row(schedule: Schedule, count: int = PREVIEW) -> dict:
     return {"schedule": schedule, "words": rule_in_words(schedule.recurrence),
             "syntax": rule_syntax(schedule.recurrence), "zone": zone_of(schedule.recurrence),
-            "instants": _next_instants(schedule, count)}
+            "instants": _next_instants(schedule, count), "ended": schedule_ended(schedule, now=authority_now)}
 
 
 def _next_instants(schedule: Schedule, count: int) -> list:
@@ -63,7 +64,8 @@ def _next_instants(schedule: Schedule, count: int) -> list:
     if schedule.next_run_at is None:
         return []
     try:
-        rule = recurrence.parse_rule(schedule.recurrence, anchor_required=False).anchored(schedule.next_run_at)
+        rule = recurrence.parse_rule(schedule.recurrence, anchor_required=False).anchored(schedule.next_run_at).within(
+            schedule.active_from, schedule.active_until)
     except (recurrence.RecurrenceError, TypeError, ValueError):
         return []
     return [schedule.next_run_at, *recurrence.preview(rule, schedule.next_run_at, count - 1)]

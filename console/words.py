@@ -54,7 +54,21 @@ def rule_in_words(recurrence: dict) -> str:
         return f"once, at {at} {abbreviation}"
     if rule.kind == "after_completion":
         return f"{duration(rule.delay_seconds)} after the previous run ends"
+    if rule.kind == "rrule":
+        return rrule_in_words(rule) + zone
     return cron_in_words(rule.cron) + zone
+
+
+def rrule_in_words(rule) -> str:
+    """`RRULE FREQ=MONTHLY;BYDAY=-1FR from 2027-01-01 00:00:00, except 1 date, plus 2`: the
+    rule's own text (RFC 5545 reads better than a paraphrase of it) on the zone's wall clock."""
+    fields = rule.rrule
+    words = f"RRULE {fields.text} from {fields.dtstart:%Y-%m-%d %H:%M:%S}"
+    if fields.exdates:
+        words += f", except {len(fields.exdates)} date" + ("s" if len(fields.exdates) != 1 else "")
+    if fields.rdates:
+        words += f", plus {len(fields.rdates)} date" + ("s" if len(fields.rdates) != 1 else "")
+    return words
 
 
 def rule_syntax(recurrence: dict) -> str:
@@ -63,6 +77,8 @@ def rule_syntax(recurrence: dict) -> str:
         return "-"
     if recurrence.get("kind") == "cron":
         return f"cron {recurrence.get('cron')}"
+    if recurrence.get("kind") == "rrule":
+        return f"RRULE:{recurrence.get('rrule')} DTSTART:{recurrence.get('dtstart')}"
     fields = " ".join(f"{key}={value}" for key, value in recurrence.items() if key not in ("kind", "timezone"))
     return f"{recurrence.get('kind')} {fields}".strip()
 

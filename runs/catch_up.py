@@ -24,6 +24,7 @@ class CatchUpPlan:
     skipped: list[datetime] = field(default_factory=list)
     skipped_range: SkippedRange | None = None
     next_run_at: datetime | None = None
+    ended_by_count: bool = False  # its last instants were the schedule's endAfterOccurrences
 
 
 def plan_catch_up(
@@ -34,6 +35,7 @@ def plan_catch_up(
     policy: str,
     grace_seconds: int,
     all_missed: bool = False,
+    max_instants: int | None = None,
 ) -> CatchUpPlan:
     """Decide the fate of every instant in [first_due, now].
 
@@ -41,8 +43,18 @@ def plan_catch_up(
     ``grace_seconds`` late. ``latest_only`` runs the latest missed instant unless an
     on-time one exists; ``skip`` skips every missed one; ``run_all`` runs all of them,
     at most RUN_ALL_PER_CYCLE per call (``next_run_at`` then stays in the past).
+    Only instants in the rule's window count, at most ``max_instants`` of them (the
+    schedule's endAfterOccurrences left): past those ``next_run_at`` is None.
     """
     plan = CatchUpPlan()
+    if max_instants == 0:
+        return plan
+    if not recurrence.in_window(rule, first_due):  # a window edited since first_due was set
+        plan.next_run_at = (recurrence.first_not_before(rule, first_due) if rule.kind == "after_completion"
+                            else recurrence.next_after(rule, first_due))
+        if plan.next_run_at is None or plan.next_run_at > now:
+            return plan
+        first_due = plan.next_run_at
     if rule.kind == "after_completion":
         return _plan_single(rule, first_due, now, policy, grace_seconds, all_missed, plan)
 
@@ -50,12 +62,13 @@ def plan_catch_up(
     recent_missed: deque[datetime] = deque(maxlen=SKIPPED_RECORDS_CAP + 1)
     older: SkippedRange | None = None
     instant, walked = first_due, 0
-    while instant is not None and instant <= now and walked < WALK_CAP:
+    limit = WALK_CAP if max_instants is None else min(WALK_CAP, max_instants)
+    while instant is not None and instant <= now and walked < limit:
+        if policy == "run_all" and len(plan.run) == RUN_ALL_PER_CYCLE:
+            break
         walked += 1
         missed = all_missed or now - instant > grace
         if policy == "run_all":
-            if len(plan.run) == RUN_ALL_PER_CYCLE:
-                break
             plan.run.append(instant)
         elif missed:
             if len(recent_missed) == recent_missed.maxlen:
@@ -65,7 +78,9 @@ def plan_catch_up(
         else:
             plan.run.append(instant)
         instant = recurrence.next_after(rule, instant)
-    if walked == WALK_CAP and instant is not None and instant <= now:
+    if walked == max_instants:
+        instant, plan.ended_by_count = None, True  # the schedule's last occurrence: it ends
+    elif walked == WALK_CAP and instant is not None and instant <= now:
         # Pathological backlog: account for the rest as skipped without enumerating it.
         older = _extend(older, instant)
         instant = recurrence.next_after(rule, now)

@@ -33,6 +33,12 @@ class InvalidTimezone(InvalidRequest):
     status, code = 400, "invalid_timezone"
 
 
+class InvalidRecurrence(InvalidRequest):
+    """An RRULE recurrence that cannot be used (its text, dtstart, exdates or rdates)."""
+
+    status, code = 400, "invalid_recurrence"
+
+
 class Unauthenticated(DomainError):
     status, code = 401, "unauthenticated"
 

@@ -127,17 +127,20 @@ class DeletedFilter(admin.SimpleListFilter):
         return queryset.filter(deleted_at__isnull=(value == "no"))
 
 
-RECURRENCE = ("recurrence_kind", "cron", "timezone", "every_seconds", "anchor", "delay_seconds")
+RECURRENCE = ("recurrence_kind", "cron", "timezone", "every_seconds", "anchor", "delay_seconds",
+              "rrule", "dtstart", "exdates", "rdates")
 POLICIES = (
     "misfire_policy", "misfire_grace_seconds", "overlap_policy",
     "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds",
 )
 CAPACITY = ("start_deadline_seconds", "jitter_seconds", "concurrency_key")
+WINDOW = ("active_from", "active_until", "end_after_occurrences")
 CONTROL = ("expected_revision", "previewed")
 SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused")
 TIMES = ("zone", "next_run", "created", "updated", "paused_since", "deleted", "next_five_instants")
 VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
-             "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects")
+             "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects",
+             *WINDOW, "occurrences_materialized")
 RECENT_RUNS = 20
 
 
@@ -173,6 +176,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             return [
                 (None, {"fields": ("tenant", "name", "job_type", "params")}),
                 ("Recurrence", {"fields": RECURRENCE}),
+                ("Window", {"fields": WINDOW}),
                 ("Policies", {"fields": POLICIES}),
                 ("Capacity", {"fields": CAPACITY}),
                 ("Effects", {"fields": ("effects", *CONTROL)}),
@@ -181,6 +185,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             editable = [
                 (None, {"fields": (*SUMMARY, "name", "params")}),
                 ("Recurrence", {"fields": RECURRENCE}),
+                ("Window", {"fields": (*WINDOW, "occurrences_materialized")}),
                 ("Policies", {"fields": POLICIES}),
                 ("Capacity", {"fields": CAPACITY}),
                 ("Effects", {"fields": ("effects", *CONTROL)}),
@@ -195,7 +200,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else (*SUMMARY, *TIMES, "runtime_statistics", "recent_runs")
+        return () if obj is None else (*SUMMARY, *TIMES, "runtime_statistics", "recent_runs", "occurrences_materialized")
 
     def save_model(self, request, obj, form, change):
         """Nothing left to write: the form's service call wrote the schedule and its revision."""
@@ -234,7 +239,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="Next five instants")
     def next_five_instants(self, obj):
         try:
-            rule = parse_rule(obj.recurrence, default_anchor=obj.created_at)
+            rule = parse_rule(obj.recurrence, default_anchor=obj.created_at).within(obj.active_from, obj.active_until)
         except RecurrenceError as exc:
             return f"invalid recurrence: {exc}"
         return format_html_join("\n", "<div>{}</div>", ((line,) for line in preview_lines(rule)))

@@ -17,10 +17,13 @@ from runs.capacity.admission import admit_start_deadline
 from scheduler_project.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
 
 PREVIEW_COUNT = 5
-RECURRENCE_KINDS = [("cron", "cron"), ("interval", "interval"), ("after_completion", "after completion")]
+RECURRENCE_KINDS = [("cron", "cron"), ("interval", "interval"), ("after_completion", "after completion"),
+                    ("rrule", "RRULE")]
 # Form field -> key of the request body's recurrence object, per kind (timezone for every kind).
-RECURRENCE_KEYS = {"cron": "cron", "every_seconds": "everySeconds", "anchor": "anchor", "delay_seconds": "delaySeconds"}
-KIND_FIELDS = {"cron": ("cron",), "interval": ("every_seconds", "anchor"), "after_completion": ("delay_seconds",)}
+RECURRENCE_KEYS = {"cron": "cron", "every_seconds": "everySeconds", "anchor": "anchor", "delay_seconds": "delaySeconds",
+                   "rrule": "rrule", "dtstart": "dtstart", "exdates": "exdates", "rdates": "rdates"}
+KIND_FIELDS = {"cron": ("cron",), "interval": ("every_seconds", "anchor"), "after_completion": ("delay_seconds",),
+               "rrule": ("rrule", "dtstart", "exdates", "rdates")}
 RECURRENCE_FIELDS = ("recurrence_kind", "timezone", *RECURRENCE_KEYS)
 RETRY_KEYS = {
     "retry_max_attempts": "maxAttempts",
@@ -38,11 +41,14 @@ BODY_KEYS = {
     "jitter_seconds": "jitterSeconds",
     "concurrency_key": "concurrencyKey",
 }
+# Window fields (instants as the admin's date and time boxes give them); an emptied box clears one.
+WINDOW_KEYS = {"active_from": "activeFrom", "active_until": "activeUntil", "end_after_occurrences": "endAfterOccurrences"}
 # The form field showing an error of a request field (its dotted path, or a prefix of it).
 FORM_FIELD_OF = {
     **{key: field for field, key in BODY_KEYS.items()},
     **{f"retry.{key}": field for field, key in RETRY_KEYS.items()},
     **{f"recurrence.{key}": field for field, key in RECURRENCE_KEYS.items()},
+    **{key: field for field, key in WINDOW_KEYS.items()},
     "jobType": "job_type",
     "recurrence": "recurrence_kind",
     "recurrence.kind": "recurrence_kind",
@@ -105,6 +111,14 @@ class ScheduleForm(forms.ModelForm):
     every_seconds = forms.IntegerField(required=False, help_text="interval: seconds between instants.")
     anchor = forms.CharField(required=False, help_text="interval: an ISO 8601 instant; default: the time of saving.")
     delay_seconds = forms.IntegerField(required=False, help_text="after completion: seconds after the previous run ends.")
+    rrule = forms.CharField(required=False, help_text="RRULE: an RFC 5545 rule, e.g. FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17;BYMINUTE=0.")
+    dtstart = forms.CharField(required=False, help_text="RRULE: its start on the zone's wall clock, e.g. 2027-01-01T00:00:00.")
+    exdates = forms.JSONField(required=False, help_text='RRULE: local times left out, e.g. ["2027-12-31T17:00:00"].')
+    rdates = forms.JSONField(required=False, help_text="RRULE: local times added.")
+    active_from = forms.DateTimeField(required=False, help_text="No occurrence before it (UTC unless an offset is given); empty: open.")
+    active_until = forms.DateTimeField(required=False, help_text="No occurrence after it; empty: open.")
+    end_after_occurrences = forms.IntegerField(
+        required=False, help_text="The schedule ends once this many rule instants were materialized; empty: no end by count.")
     misfire_policy = forms.ChoiceField(choices=MisfirePolicy.choices, initial=DEFAULT_POLICIES["misfirePolicy"])
     misfire_grace_seconds = forms.IntegerField(required=False, initial=DEFAULT_POLICIES["misfireGraceSeconds"])
     overlap_policy = forms.ChoiceField(choices=OverlapPolicy.choices, initial=DEFAULT_POLICIES["overlapPolicy"])
@@ -179,6 +193,10 @@ class ScheduleForm(forms.ModelForm):
             body["startDeadlineSeconds"] = None  # an emptied box removes the promise
         if changed & set(RECURRENCE_FIELDS):
             body["recurrence"] = recurrence_body(values)
+        for field, key in WINDOW_KEYS.items():
+            if field in changed:
+                value = values.get(field)
+                body[key] = instant(value) if isinstance(value, datetime) else value
         retry = {key: values[field] for field, key in RETRY_KEYS.items() if field in changed and values.get(field) is not None}
         if retry:
             body["retry"] = retry

@@ -5,7 +5,7 @@ import hashlib
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from scheduler_project.ids import new_id
 
@@ -183,8 +183,15 @@ class Schedule(models.Model):
     paused_at = models.DateTimeField(null=True, blank=True)
     # First instant not yet materialized when paused; resume applies the misfire policy from it.
     resume_from = models.DateTimeField(null=True, blank=True)
-    # Null while paused, deleted, or (after_completion) while an occurrence is active.
+    # Null while paused, deleted, ended, or (after_completion) while an occurrence is active.
     next_run_at = models.DateTimeField(null=True, blank=True)
+    # The window (activeFrom, activeUntil): no occurrence outside it; null: open.
+    active_from = models.DateTimeField(null=True, blank=True)
+    active_until = models.DateTimeField(null=True, blank=True)
+    # The schedule ends once this many rule instants were materialized (any outcome, manual and
+    # backfilled runs not counted); counted by the materializing transaction, under the lock.
+    end_after_occurrences = models.PositiveIntegerField(null=True, blank=True)
+    occurrences_materialized = models.PositiveIntegerField(default=0, db_default=0)
     # Stable group of schedules scanned together (hash of the id).
     bucket = models.PositiveSmallIntegerField(default=0)
     # Active-run guard: the occurrence that currently holds permission to run. Indexed only
@@ -210,6 +217,10 @@ class Schedule(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(revision__gte=1), name="schedule_revision_positive"),
+            models.CheckConstraint(
+                condition=Q(active_from__isnull=True) | Q(active_until__isnull=True) | Q(active_until__gt=F("active_from")),
+                name="schedule_window_ordered",
+            ),
             models.CheckConstraint(
                 condition=Q(retry_max_attempts__gte=1), name="schedule_attempts_positive"
             ),

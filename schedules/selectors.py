@@ -58,8 +58,45 @@ def schedule_revisions(*, schedule: Schedule, before: int | None, limit: int) ->
 
 
 def schedule_rule(schedule: Schedule) -> recurrence.Rule | None:
-    """The schedule's stored rule; None for a row stored under older, looser rules that no longer parses."""
+    """The schedule's stored rule in its window; None for a row stored under older, looser
+    rules that no longer parses."""
     try:
-        return recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+        rule = recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
     except recurrence.RecurrenceError:
         return None
+    return rule.within(schedule.active_from, schedule.active_until)
+
+
+# Windows (activeFrom, activeUntil, endAfterOccurrences). `schedule` is a Schedule or any row
+# with its attributes (the materializer's DueSchedule).
+
+
+def occurrences_left(schedule) -> int | None:
+    """Rule instants the schedule may still materialize; None: no end by count."""
+    if schedule.end_after_occurrences is None:
+        return None
+    return max(0, schedule.end_after_occurrences - schedule.occurrences_materialized)
+
+
+def schedule_first_due(schedule, rule: recurrence.Rule, now):
+    """The first instant not before ``now`` of ``rule`` in the schedule's window; None once
+    the schedule has materialized its endAfterOccurrences."""
+    if occurrences_left(schedule) == 0:
+        return None
+    return recurrence.first_not_before(rule.within(schedule.active_from, schedule.active_until), now)
+
+
+def schedule_ended(schedule, now=None) -> bool:
+    """Whether the schedule is past its end: its endAfterOccurrences materialized, its
+    activeUntil passed (``now``: a callable answering the authority's time, asked only
+    then), or, running, its rule without another instant in its window."""
+    if schedule.deleted_at is not None:
+        return False
+    if occurrences_left(schedule) == 0:
+        return True
+    if schedule.next_run_at is not None:
+        return False
+    kind = schedule.recurrence.get("kind") if isinstance(schedule.recurrence, dict) else None
+    if not schedule.paused and kind != "after_completion":
+        return True
+    return schedule.active_until is not None and now is not None and schedule.active_until < now()

@@ -10,9 +10,9 @@ from django.db import transaction
 from schedules import recurrence
 from schedules.celery_tasks import check_celery_task_allowed
 from schedules.models import AuthorKind, JobType, RequestKey, Schedule, ScheduleRevision, Tenant
-from schedules.specs import ScheduleSpec, default_payload, validate_params, validate_retry
+from schedules.specs import ScheduleSpec, default_payload, payload_window, validate_params, validate_retry, validate_window
 from schedules.locks import lock_schedule, lock_tenant
-from schedules.selectors import job_types_allowed
+from schedules.selectors import job_types_allowed, schedule_first_due
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import (
     Contended,
@@ -55,6 +55,7 @@ def schedule_create(
     payload = spec.payload_over(default_payload(job_type))
     validate_params(job_type, payload["params"])
     validate_retry(payload["retry"])
+    validate_window(payload)
     if not tenant.allowed_job_types.filter(name=job_type.name).exists():
         raise JobTypeForbidden(f"this tenant may not use job type {job_type.name}")
     check_celery_task_allowed(tenant, job_type.name, payload["params"])
@@ -98,7 +99,7 @@ def _create(tenant, schedule, payload, spec, admission, idempotency_key, request
         _check_schedule_quota(tenant)
         if spec.concurrency_key:
             _uses_concurrency_keys(tenant)
-        schedule.next_run_at = recurrence.first_not_before(spec.recurrence, now)
+        schedule.next_run_at = schedule_first_due(schedule, spec.recurrence, now)
         schedule.save(force_insert=True)
         ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=author_kind)
         if idempotency_key:
@@ -179,6 +180,7 @@ def _update(tenant, schedule_id, expected_revision, changes, author_kind, admit,
             validate_params(job_type, payload["params"])
             check_celery_task_allowed(tenant, job_type.name, payload["params"])
         validate_retry(payload["retry"])
+        validate_window(payload)
         if expected_revision != schedule.revision:
             error = RevisionConflict(
                 f"expectedRevision {expected_revision} is not current; the schedule is at revision {schedule.revision}"
@@ -189,10 +191,16 @@ def _update(tenant, schedule_id, expected_revision, changes, author_kind, admit,
             raise _AdmitAgain
         schedule.revision += 1
         _apply_payload(schedule, payload)
-        if changes.recurrence is not None and not schedule.paused:
-            # Only occurrences not yet materialized follow the new rule.
-            if changes.recurrence.kind != "after_completion" or schedule.next_run_at is not None:
-                schedule.next_run_at = recurrence.first_not_before(changes.recurrence, now)
+        window_changed = changes.cleared or any(
+            value is not None for value in (changes.active_from, changes.active_until, changes.end_after_occurrences))
+        if (changes.recurrence is not None or window_changed) and not schedule.paused:
+            # Only occurrences not yet materialized follow the new rule and window; a schedule
+            # that ended revives when the edit gives it instants again. (An after_completion
+            # schedule with a run unfinished is given its next instant when that run ends.)
+            rule = changes.recurrence or recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+            if rule.kind != "after_completion" or schedule.next_run_at is not None or (
+                    window_changed and not schedule.runs.filter(finished_at__isnull=True, trigger="schedule").exists()):
+                schedule.next_run_at = schedule_first_due(schedule, rule, now)
         schedule.save()
         ScheduleRevision.objects.create(
             schedule=schedule, revision=schedule.revision, payload=payload, author_kind=author_kind
@@ -222,7 +230,7 @@ def schedule_delete(*, tenant: Tenant, schedule_id: str) -> None:
 
 
 def schedule_preview(*, rule: recurrence.Rule, after: datetime | None = None, count: int = 5) -> list[tuple]:
-    """The next `count` instants of `rule` after `after` (default now), with local renderings."""
+    """The next `count` instants of `rule` (in its window) after `after` (default now), with local renderings."""
     if after is None:
         after = authority_now()
     rule = rule.anchored(after)
@@ -245,3 +253,4 @@ def _apply_payload(schedule: Schedule, payload: dict) -> None:
     schedule.start_deadline_seconds = payload.get("startDeadlineSeconds")
     schedule.jitter_seconds = payload.get("jitterSeconds") or 0
     schedule.concurrency_key = payload.get("concurrencyKey") or ""
+    schedule.active_from, schedule.active_until, schedule.end_after_occurrences = payload_window(payload)

@@ -51,8 +51,8 @@ class ShadowWave:
         written = list(plan.run) + list(plan.skipped)
         if plan.skipped_range:
             written.append(plan.skipped_range.last)
-        if not written:
-            return
+        if not written or plan.ended_by_count:
+            return  # no next instant to compare: the schedule's endAfterOccurrences, not its rule, ended it
         after = max(written)
         key = (rule, after)
         if key not in self.seen:

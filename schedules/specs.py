@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from schedules.models import JobType
-from schedules.recurrence import Rule
+from schedules.recurrence import Rule, parse_instant
+from scheduler_project.clock import instant
 from scheduler_project.errors import InvalidRequest
 
 DEFAULT_POLICIES = {"misfirePolicy": "latest_only", "misfireGraceSeconds": 60, "overlapPolicy": "buffer_one"}
@@ -33,6 +34,10 @@ class ScheduleSpec:
     start_deadline_seconds: int | None = None  # 0: remove the promise (an edit's null)
     jitter_seconds: int | None = None
     concurrency_key: str | None = None  # "": no key (an edit's null)
+    active_from: datetime | None = None
+    active_until: datetime | None = None
+    end_after_occurrences: int | None = None
+    cleared: frozenset = frozenset()  # payload keys an edit set to null (activeFrom, activeUntil, endAfterOccurrences)
 
     def anchored(self, now: datetime) -> "ScheduleSpec":
         """An interval rule given without an anchor starts at `now`, the authority's time of the write."""
@@ -55,11 +60,30 @@ class ScheduleSpec:
             "startDeadlineSeconds": self.start_deadline_seconds,
             "jitterSeconds": self.jitter_seconds,
             "concurrencyKey": self.concurrency_key,
+            "activeFrom": instant(self.active_from) if self.active_from is not None else None,
+            "activeUntil": instant(self.active_until) if self.active_until is not None else None,
+            "endAfterOccurrences": self.end_after_occurrences,
         }
         payload = {**base, **{key: value for key, value in given.items() if value is not None}}
         if payload.get("startDeadlineSeconds") == 0:
             payload["startDeadlineSeconds"] = None
+        for key in self.cleared:
+            payload.pop(key, None)
         return payload
+
+
+def payload_window(payload: dict) -> tuple[datetime | None, datetime | None, int | None]:
+    """(activeFrom, activeUntil, endAfterOccurrences) of a revision payload; None where open."""
+    active_from, active_until = payload.get("activeFrom"), payload.get("activeUntil")
+    return (parse_instant(active_from) if active_from else None, parse_instant(active_until) if active_until else None,
+            payload.get("endAfterOccurrences"))
+
+
+def validate_window(payload: dict) -> None:
+    """The window of a create, or of an edit over the current one, must be ordered."""
+    active_from, active_until, _ = payload_window(payload)
+    if active_from is not None and active_until is not None and active_until <= active_from:
+        raise InvalidRequest("activeUntil must be after activeFrom", field="activeUntil")
 
 
 def default_payload(job_type: JobType) -> dict:

@@ -10,6 +10,7 @@ from runs.capacity.statistics import runtime_statistics
 from runs.selectors import runs_page
 from schedules.selectors import (
     job_types_allowed,
+    occurrences_left,
     schedule_get,
     schedule_get_for_history,
     schedule_revisions,
@@ -353,7 +354,9 @@ class ScheduleInstantsView(TenantAPIView):
             "The next `count` instants (1 to 100, default 5) of the schedule's current rule strictly "
             "after `after` (default now), in UTC and on the rule's wall clock, resolved exactly like "
             "`POST /schedules/preview`. The rule is read as stored, paused or not; an "
-            "`after_completion` rule answers one instant, its delay after `after`. Nothing changes."
+            "`after_completion` rule answers one instant, its delay after `after`. Only instants in the "
+            "schedule's window (`activeFrom`, `activeUntil`) are listed, at most the `endAfterOccurrences` "
+            "it has left. Nothing changes."
         ),
         examples=api_docs.SCHEDULE_PREVIEW,
         tags=TAGS,
@@ -366,7 +369,10 @@ class ScheduleInstantsView(TenantAPIView):
         after = query_instant(request, "after")
         schedule = schedule_get(tenant=request.tenant, schedule_id=lookup_id(schedule_id))
         rule = schedule_rule(schedule)
-        instants = schedule_preview(rule=rule, after=after, **given) if rule is not None else []
+        left = occurrences_left(schedule)
+        if left is not None:  # endAfterOccurrences: no more than the instants it has left
+            given["count"] = min(given.get("count", 5), left)
+        instants = schedule_preview(rule=rule, after=after, **given) if rule is not None and left != 0 else []
         return Response(schedule_instants_representation(schedule, instants))
 
 

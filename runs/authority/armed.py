@@ -61,12 +61,14 @@ def fire_armed(armed: list[Armed]) -> tuple[MaterializeStats, set[str]]:
         due = [a for a in armed if a.next_run_at <= now and _on_time(plans.plan(a.schedule), a.next_run_at)]
         if not due:
             return MaterializeStats(), set()
+        counted = {a.schedule.id: a.schedule.occurrences_materialized for a in due}
         wave = build_wave([a.schedule for a in due], now, plan_of=plans.planned,
                           texts={a.schedule.id: a.text for a in due})
         written = set(write_guarded(
             wave.runs, wave.outbox,
             expected=[(a.schedule.id, a.revision, a.next_run_at) for a in due],
-            moves=[(a.schedule.id, a.schedule.next_run_at) for a in due],
+            moves=[(a.schedule.id, a.schedule.next_run_at, a.schedule.occurrences_materialized - counted[a.schedule.id])
+                   for a in due],
         ))
         if written and wave.outbox:
             notify_outbox()

@@ -44,7 +44,9 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
         now = authority_now()
         if end > now:
             raise InvalidRequest("to must not be in the future: backfill creates past occurrences", field="to")
-        rule = recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+        # The window holds for backfilled instants too (they are not counted by endAfterOccurrences).
+        rule = recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at).within(
+            schedule.active_from, schedule.active_until)
         if rule.kind == "after_completion":
             raise InvalidState("an after_completion schedule has no instants of its own to backfill")
         if schedule.paused:

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from schedules.jitter import jittered
+from schedules.selectors import occurrences_left
 from schedules.models import JobType, Schedule
 from schedules.shadow import ShadowWave
 from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
@@ -35,7 +36,7 @@ class MaterializeStats(Counts):
 MATERIALIZE_FIELDS = (
     "id", "tenant_id", "job_type_id", "recurrence", "revision", "misfire_policy", "misfire_grace_seconds",
     "overlap_policy", "next_run_at", "active_run_id", "resume_from", "jitter_seconds",
-    "start_deadline_seconds",
+    "start_deadline_seconds", "active_from", "active_until", "end_after_occurrences", "occurrences_materialized",
 )
 
 
@@ -154,7 +155,7 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
     if wave.outbox:
         notify_outbox()
     if not from_pause:
-        bulk_set(Schedule, schedules, ["next_run_at"])
+        bulk_set(Schedule, schedules, ["next_run_at", "occurrences_materialized"])
     wave.record_shadow()
     return wave.stats
 
@@ -179,7 +180,16 @@ def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: 
         schedule.next_run_at = plan.next_run_at
         if rule.kind == "after_completion" and plan.run:
             schedule.next_run_at = None  # the next one is due when this one ends
+        # endAfterOccurrences: counted here, in the transaction that holds the schedule's lock.
+        schedule.occurrences_materialized += materialized_count(plan)
+        if occurrences_left(schedule) == 0:
+            schedule.next_run_at = None  # ended
     return wave
+
+
+def materialized_count(plan: CatchUpPlan) -> int:
+    """Rule instants the plan materializes, whatever their outcome (run, skipped)."""
+    return len(plan.run) + len(plan.skipped) + (plan.skipped_range.count if plan.skipped_range else 0)
 
 
 def _run_base(schedule: DueSchedule | Schedule, payload: dict, now) -> dict:

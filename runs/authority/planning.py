@@ -19,10 +19,12 @@ from django.conf import settings
 
 from runs.catch_up import CatchUpPlan, plan_catch_up
 from schedules import recurrence
+from schedules.selectors import occurrences_left
 
 PLANNING_SECONDS = 1.0  # planning a transaction's batch stops after about this long
 WALK_UNDER_LOCK = 20_000  # instants a plan under locks may walk: ~0.2 s of the slowest rules
 CRON_MIN_PERIOD_SECONDS = 60  # a cron rule fires at most once a minute
+RRULE_MIN_PERIOD_SECONDS = 1  # an RRULE may fire every second (FREQ=SECONDLY, rdates)
 
 Planned = tuple[recurrence.Rule, CatchUpPlan]
 
@@ -44,26 +46,30 @@ class WavePlans:
 
     def key(self, schedule) -> tuple:
         first_due = schedule.resume_from if self.from_pause else schedule.next_run_at
-        return (id(schedule.recurrence), first_due, schedule.misfire_policy, schedule.misfire_grace_seconds)
+        return (id(schedule.recurrence), first_due, schedule.misfire_policy, schedule.misfire_grace_seconds,
+                schedule.active_from, schedule.active_until, occurrences_left(schedule))
 
     def rule(self, schedule) -> recurrence.Rule:
-        rule = self._rules.get(id(schedule.recurrence))
+        """The schedule's rule in its window (activeFrom, activeUntil)."""
+        key = (id(schedule.recurrence), schedule.active_from, schedule.active_until)
+        rule = self._rules.get(key)
         if rule is None:
-            rule = self._rules[id(schedule.recurrence)] = recurrence.parse_rule(schedule.recurrence)
+            rule = self._rules[key] = recurrence.parse_rule(schedule.recurrence).within(
+                schedule.active_from, schedule.active_until)
         return rule
 
     def plan(self, schedule) -> Planned | None:
         """The schedule's rule and catch-up plan, planned now unless its key already was;
         None when it has no due instant."""
         key = self.key(schedule)
-        _, first_due, policy, grace = key
+        _, first_due, policy, grace, _, _, left = key
         if first_due is None:
             return None
         planned = self._plans.get(key)
         if planned is None:
             rule = self.rule(schedule)
             plan = plan_catch_up(rule, first_due, self.now, policy=policy, grace_seconds=grace,
-                                 all_missed=self.from_pause)
+                                 all_missed=self.from_pause, max_instants=left)
             planned = self._plans[key] = (rule, plan)
         return planned
 
@@ -77,7 +83,8 @@ class WavePlans:
         if key not in self._plans and key[1] is not None and key[1] < self.now:
             rule = self.rule(schedule)
             if rule.kind not in ("after_completion", "once"):
-                period = rule.every_seconds if rule.kind == "interval" else CRON_MIN_PERIOD_SECONDS
+                period = {"interval": rule.every_seconds, "rrule": RRULE_MIN_PERIOD_SECONDS}.get(
+                    rule.kind, CRON_MIN_PERIOD_SECONDS)
                 return int((self.now - key[1]).total_seconds() // period) + 1
         return 1
 

@@ -11,6 +11,7 @@ from django.db import transaction
 from schedules import recurrence
 from schedules.locks import lock_schedule
 from schedules.models import Schedule, Tenant
+from schedules.selectors import schedule_first_due
 from runs.authority.materialize import catch_up_on_resume
 from runs.authority.planning import Planned, WavePlans
 from runs.models import UNFINISHED, Trigger
@@ -62,6 +63,6 @@ def _resume(schedule: Schedule, now, planned: Planned | None) -> None:
         UNFINISHED, trigger=Trigger.SCHEDULE
     ).exists():
         # An after_completion schedule whose last run ended while paused is due now.
-        schedule.next_run_at = recurrence.first_not_before(rule, now)
+        schedule.next_run_at = schedule_first_due(schedule, rule, now)
     schedule.paused_at = schedule.resume_from = None
     schedule.save()

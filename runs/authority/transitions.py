@@ -6,6 +6,7 @@ from django.conf import settings
 
 from schedules import recurrence
 from schedules.models import Schedule
+from schedules.selectors import occurrences_left
 from runs.overlap import Step, admit, takes_guard
 from runs.authority.sql import transition
 from runs.models import ACTIVE_STATES, UNFINISHED, Outbox, OutboxKind, PendingReason, Run, RunState
@@ -70,8 +71,8 @@ def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = ""
         and schedule.next_run_at is None
         and run.trigger == "schedule"
     ):
-        rule = recurrence.parse_rule(schedule.recurrence)
-        schedule.next_run_at = recurrence.next_after(rule, now)
+        rule = recurrence.parse_rule(schedule.recurrence).within(schedule.active_from, schedule.active_until)
+        schedule.next_run_at = recurrence.next_after(rule, now) if occurrences_left(schedule) != 0 else None
         schedule_changes.append("next_run_at")
     if schedule_changes:
         schedule.save(update_fields=schedule_changes)

@@ -96,8 +96,10 @@ def write_guarded(runs: list[dict], outbox: list[dict], expected: list[tuple], m
         f"   AS e(id, revision, next_run_at) ON s.id = e.id"
         f"  WHERE s.id = ANY(%b) AND s.revision = e.revision AND s.next_run_at = e.next_run_at"
         f"   AND NOT s.paused AND s.deleted_at IS NULL ORDER BY s.id FOR UPDATE OF s SKIP LOCKED),"
-        f" moved AS (UPDATE {table} AS s SET next_run_at = m.next_run_at"
-        f"  FROM due JOIN unnest(%b::varchar[], %b::timestamptz[]) AS m(id, next_run_at) ON m.id = due.id"
+        f" moved AS (UPDATE {table} AS s SET next_run_at = m.next_run_at,"
+        f"  occurrences_materialized = s.occurrences_materialized + m.instants"
+        f"  FROM due JOIN unnest(%b::varchar[], %b::timestamptz[], %b::int[]) AS m(id, next_run_at, instants)"
+        f"  ON m.id = due.id"
         f"  WHERE s.id = due.id RETURNING s.id),"
         f' inserted AS ({run_rows.insert} {run_rows.sql} WHERE r."schedule_id" IN'
         f"  (SELECT id FROM moved) ON CONFLICT (schedule_id, scheduled_at) WHERE trigger = 'schedule' DO NOTHING"
@@ -107,7 +109,8 @@ def write_guarded(runs: list[dict], outbox: list[dict], expected: list[tuple], m
         f" SELECT id FROM moved"
     )
     params = [ids, [row[1] for row in expected], [row[2] for row in expected], ids,
-              [row[0] for row in moves], [row[1] for row in moves], *run_rows.params, *outbox_rows.params]
+              [row[0] for row in moves], [row[1] for row in moves], [row[2] for row in moves],
+              *run_rows.params, *outbox_rows.params]
     with server_cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]

@@ -12,7 +12,8 @@ def _number(value):
 
 
 def schedule_representation(schedule) -> dict:
-    from schedules.selectors import schedule_local_next_run
+    from schedules.selectors import schedule_ended, schedule_local_next_run
+    from scheduler_project.clock import authority_now
 
     return {
         "scheduleId": schedule.id,
@@ -33,6 +34,11 @@ def schedule_representation(schedule) -> dict:
         "startDeadlineSeconds": schedule.start_deadline_seconds,
         "jitterSeconds": schedule.jitter_seconds,
         "concurrencyKey": schedule.concurrency_key or None,
+        "activeFrom": instant(schedule.active_from),
+        "activeUntil": instant(schedule.active_until),
+        "endAfterOccurrences": schedule.end_after_occurrences,
+        "occurrencesMaterialized": schedule.occurrences_materialized,
+        "ended": schedule_ended(schedule, now=authority_now),
         "revision": schedule.revision,
         "paused": schedule.paused,
         "nextRunAt": instant(schedule.next_run_at) if not schedule.paused else None,
@@ -59,7 +65,8 @@ def schedule_instants_representation(schedule, instants) -> dict:
 
 
 REVISED_FIELDS = ("name", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds", "overlapPolicy", "effects",
-                  "startDeadlineSeconds", "jitterSeconds", "concurrencyKey")
+                  "startDeadlineSeconds", "jitterSeconds", "concurrencyKey", "activeFrom", "activeUntil",
+                  "endAfterOccurrences")
 
 
 def revision_representation(revision) -> dict:

@@ -43,6 +43,9 @@ MAX_SUBJECT_LENGTH = 200
 MAX_PREVIEW_COUNT = 100
 MAX_START_DEADLINE_SECONDS = 86400
 MAX_CONCURRENCY_KEY_LENGTH = 100
+MAX_END_AFTER_OCCURRENCES = 1_000_000
+# Window fields: request key -> ScheduleSpec field; null clears one (an edit) or leaves it open.
+WINDOW_FIELDS = {"activeFrom": "active_from", "activeUntil": "active_until", "endAfterOccurrences": "end_after_occurrences"}
 _EMAIL_ADDRESS = RegexValidator(r"^[^@\s<>,;]+@[^@\s<>,;]+\.[^@\s<>,;]+$", message="not an email address")
 _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http(s) URL")
 
@@ -50,7 +53,7 @@ _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http
 # Describes the recurrence object in the schema; `RecurrenceField` validates it.
 class RecurrenceSerializer(serializers.Serializer):
 
-    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once"])
+    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once", "rrule"])
     cron = serializers.CharField(
         required=False, max_length=recurrence.MAX_CRON_LENGTH, help_text="5-field cron (kind=cron)"
     )
@@ -59,12 +62,21 @@ class RecurrenceSerializer(serializers.Serializer):
     anchor = serializers.DateTimeField(required=False, help_text="kind=interval; default: creation")
     delaySeconds = serializers.IntegerField(required=False, min_value=0, help_text="kind=after_completion")
     at = serializers.DateTimeField(required=False, help_text="kind=once: the single instant")
+    rrule = serializers.CharField(
+        required=False, max_length=recurrence.MAX_RRULE_LENGTH,
+        help_text="kind=rrule: an RFC 5545 RRULE value, e.g. FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17;BYMINUTE=0",
+    )
+    dtstart = serializers.CharField(required=False, help_text="kind=rrule: local time without offset")
+    exdates = serializers.ListField(child=serializers.CharField(), required=False, max_length=recurrence.MAX_DATES,
+                                    help_text="kind=rrule: local times left out")
+    rdates = serializers.ListField(child=serializers.CharField(), required=False, max_length=recurrence.MAX_DATES,
+                                   help_text="kind=rrule: local times added")
 
 
 @extend_schema_field(RecurrenceSerializer)
 class RecurrenceField(serializers.Field):
     """The recurrence object as a Rule, checked by the recurrence grammar itself; its errors
-    keep their codes (invalid_cron, invalid_timezone). An interval without anchor stays
+    keep their codes (invalid_cron, invalid_timezone, invalid_recurrence). An interval without anchor stays
     unanchored until the service knows the creation time."""
 
     def to_internal_value(self, data):
@@ -186,6 +198,15 @@ class ScheduleCreateSerializer(StrictSerializer):
         help_text="At most the key's limit (PUT /concurrency-keys/{key}; 1 unless set) of the tenant's "
                   "attempts with this key run at once; null or \"\": none",
     )
+    activeFrom = InstantField(required=False, allow_null=True, source="active_from",
+                              help_text="No occurrence before this instant; null: open")
+    activeUntil = InstantField(required=False, allow_null=True, source="active_until",
+                               help_text="No occurrence after this instant (after activeFrom); null: open")
+    endAfterOccurrences = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_END_AFTER_OCCURRENCES,
+        source="end_after_occurrences",
+        help_text="The schedule ends once this many rule instants were materialized (manual runs not counted)",
+    )
 
     def validate(self, attrs):
         if "effects" in attrs and attrs["effects"] is None:
@@ -194,6 +215,11 @@ class ScheduleCreateSerializer(StrictSerializer):
             attrs["start_deadline_seconds"] = 0  # null removes the promise
         if "concurrency_key" in attrs and attrs["concurrency_key"] is None:
             attrs["concurrency_key"] = ""  # null removes the key
+        cleared = frozenset(key for key, name in WINDOW_FIELDS.items() if name in attrs and attrs[name] is None)
+        for key in cleared:
+            del attrs[WINDOW_FIELDS[key]]
+        if cleared:
+            attrs["cleared"] = cleared
         return attrs
 
 
@@ -211,6 +237,17 @@ class PreviewSerializer(StrictSerializer):
     recurrence = RecurrenceField(source="rule")
     count = StrictIntegerField(required=False, min_value=1, max_value=MAX_PREVIEW_COUNT)
     after = InstantField(required=False, allow_null=True, help_text="Exclusive; default now")
+    activeFrom = InstantField(required=False, allow_null=True, source="active_from",
+                              help_text="The schedule's window: no instant before it")
+    activeUntil = InstantField(required=False, allow_null=True, source="active_until",
+                               help_text="The schedule's window: no instant after it")
+
+    def validate(self, attrs):
+        active_from, active_until = attrs.pop("active_from", None), attrs.pop("active_until", None)
+        if active_from is not None and active_until is not None and active_until <= active_from:
+            raise serializers.ValidationError({"activeUntil": ["must be after activeFrom"]})
+        attrs["rule"] = attrs["rule"].within(active_from, active_until)
+        return attrs
 
 
 class RunOnceSerializer(StrictSerializer):
@@ -230,7 +267,8 @@ def schedule_changes(body: dict) -> tuple[int, ScheduleSpec]:
 
 
 def preview_arguments(body: dict) -> dict:
-    """`schedule_preview`'s keyword arguments (rule, after, count) from the preview request."""
+    """`schedule_preview`'s keyword arguments (rule in the window given, after, count) from
+    the preview request."""
     return dict(validate_body(PreviewSerializer, body))
 
 

@@ -49,7 +49,7 @@ class ErrorBodySerializer(serializers.Serializer):
 def error_responses(*statuses: int) -> dict:
     """The error answers of an operation; every authenticated one (401) may also be rate-limited (429)."""
     descriptions = {
-        400: "invalid_request, invalid_cron or invalid_timezone",
+        400: "invalid_request, invalid_cron, invalid_timezone or invalid_recurrence",
         401: "unauthenticated: missing or bad token",
         403: "forbidden (wrong kind of token) or job_type_forbidden",
         404: "not_found",
@@ -87,6 +87,10 @@ class RevisedFieldsSerializer(serializers.Serializer):
     jitterSeconds = serializers.IntegerField(help_text="Occurrences are due up to this many seconds late; 0: none")
     concurrencyKey = serializers.CharField(
         allow_null=True, help_text="Attempts of the tenant's schedules with this key run at most the key's limit at once")
+    activeFrom = serializers.DateTimeField(allow_null=True, help_text="No occurrence before it; null: open")
+    activeUntil = serializers.DateTimeField(allow_null=True, help_text="No occurrence after it; null: open")
+    endAfterOccurrences = serializers.IntegerField(
+        allow_null=True, help_text="Ends once this many rule instants were materialized; null: no end by count")
 
 
 class ScheduleSerializer(RevisedFieldsSerializer):
@@ -99,6 +103,11 @@ class ScheduleSerializer(RevisedFieldsSerializer):
     paused = serializers.BooleanField()
     nextRunAt = serializers.DateTimeField(allow_null=True)
     nextRunAtLocal = serializers.CharField(allow_null=True)
+    occurrencesMaterialized = serializers.IntegerField(
+        help_text="Rule instants materialized so far (any outcome; manual and backfilled runs not counted)")
+    ended = serializers.BooleanField(
+        help_text="Past its end: endAfterOccurrences materialized, activeUntil passed, or no instant left in "
+                  "its rule; nextRunAt is null")
     createdAt = serializers.DateTimeField()
     updatedAt = serializers.DateTimeField()
 

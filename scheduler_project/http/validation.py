@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from schedules import recurrence
 from scheduler_project.clock import instant
-from scheduler_project.errors import InvalidCron, InvalidRequest, InvalidTimezone
+from scheduler_project.errors import InvalidCron, InvalidRecurrence, InvalidRequest, InvalidTimezone
 from scheduler_project.http.errors import first_validation_error
 
 # Opaque ids are short tokens; anything else can never name a row, so it is answered
@@ -104,7 +104,8 @@ class StrictSerializer(serializers.Serializer):
 
 
 # Error codes a field may give its ValidationError to leave the API as another contract code.
-_ERRORS_BY_CODE = {"invalid_cron": InvalidCron, "invalid_timezone": InvalidTimezone}
+_ERRORS_BY_CODE = {"invalid_cron": InvalidCron, "invalid_timezone": InvalidTimezone,
+                   "invalid_recurrence": InvalidRecurrence}
 
 
 def validate_body(serializer_class, data: dict) -> dict:

@@ -12,14 +12,17 @@ Four kinds of rule exist:
 * ``interval``: ``anchor + k * everySeconds`` for integers ``k >= 0``.
 * ``after_completion``: the previous occurrence's end plus ``delaySeconds``.
 * ``once``: the single instant ``at`` (a schedule created after it never fires).
+* ``rrule``: an RFC 5545 RRULE from a local ``dtstart``, with local ``exdates`` and
+  ``rdates``, expanded by python-dateutil on the zone's wall clock; its local times meet
+  the DST policy of cron (``wallclock``).
 
-The cron matcher is in ``cron``, the rules and occurrence math in ``rules``, the reading
+The cron matcher is in ``cron``, RRULE expansion in ``rrule``, the DST walk in ``wallclock``, the rules and occurrence math in ``rules``, the reading
 of an instant's text and the renderable range in ``instants``, the client errors in
 ``errors``; this package is their public surface.
 """
 
 from schedules.recurrence.cron import MAX_CRON_LENGTH, normalize_cron
-from schedules.recurrence.errors import InvalidCron, InvalidRecurrence, InvalidTimezone, RecurrenceError
+from schedules.recurrence.errors import InvalidCron, InvalidRecurrence, InvalidRRule, InvalidTimezone, RecurrenceError
 from schedules.recurrence.instants import (
     EARLIEST,
     LATEST,
@@ -29,10 +32,12 @@ from schedules.recurrence.instants import (
     parse_instant,
     renderable,
 )
+from schedules.recurrence.rrule import MAX_DATES, MAX_RRULE_LENGTH
 from schedules.recurrence.rules import (
     MAX_SECONDS,
     Rule,
     first_not_before,
+    in_window,
     instants_between,
     local_rendering,
     next_after,
@@ -46,10 +51,12 @@ __all__ = [
     "InvalidCron",
     "InvalidTimezone",
     "InvalidRecurrence",
+    "InvalidRRule",
     "Rule",
     "parse_rule",
     "next_after",
     "first_not_before",
+    "in_window",
     "preview",
     "instants_between",
     "local_rendering",
@@ -64,4 +71,6 @@ __all__ = [
     "normalize_cron",
     "MAX_CRON_LENGTH",
     "MAX_SECONDS",
+    "MAX_RRULE_LENGTH",
+    "MAX_DATES",
 ]

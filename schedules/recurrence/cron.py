@@ -17,13 +17,11 @@ from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from schedules.recurrence.errors import InvalidCron
+from schedules.recurrence.wallclock import next_resolved
 
 UTC = timezone.utc
 MAX_CRON_LENGTH = 200
 _ONE_MINUTE = timedelta(minutes=1)
-# Look-back used to detect a DST gap that just happened; longer than any gap in tzdata
-# (Pacific/Apia skipped a whole day in 2011).
-_GAP_LOOKBACK = timedelta(hours=25)
 
 # --------------------------------------------------------------------------------------
 # Cron grammar
@@ -196,34 +194,9 @@ def _field_value(token: str, field: _Field) -> int:
 
 
 def next_cron(spec: CronSpec, zone: ZoneInfo, after: datetime) -> datetime | None:
-    """Smallest fold=0 resolution of a matching local slot that is strictly after ``after``.
-
-    Resolution is monotone for local times that exist, but a slot inside a DST gap
-    resolves to the same instant as the slot one gap-length later, so it can beat
-    earlier-resolving real slots. Hence: start scanning one gap-length before the local
-    time of ``after`` when a gap just happened, keep the minimum, and stop at the first
-    existing slot past ``after`` -- every later slot resolves later still.
-    """
-    local_after = after.astimezone(zone)
-    offset = local_after.utcoffset()
-    cursor = local_after.replace(tzinfo=None, second=0, microsecond=0)
-    gap = offset - (after - _GAP_LOOKBACK).astimezone(zone).utcoffset()
-    # Only a gap that ended less than its own length ago has slots resolving after `after`.
-    if gap > timedelta(0) and (after - gap).astimezone(zone).utcoffset() != offset:
-        cursor -= gap
-
-    best: datetime | None = None
-    while True:
-        slot = _first_slot_from(spec, cursor)
-        if slot is None:
-            return best
-        resolved = slot.replace(tzinfo=zone).astimezone(UTC)
-        if resolved > after:
-            if best is None or resolved < best:
-                best = resolved
-            if resolved.astimezone(zone).replace(tzinfo=None) == slot:
-                return best
-        cursor = slot + _ONE_MINUTE
+    """Smallest resolution of a matching local minute strictly after ``after``, under the
+    DST policy of every calendar rule (recurrence.wallclock)."""
+    return next_resolved(lambda start: _first_slot_from(spec, start), zone, after, resolution=_ONE_MINUTE)
 
 
 def _first_slot_from(spec: CronSpec, start: datetime) -> datetime | None:

@@ -25,3 +25,10 @@ class InvalidTimezone(RecurrenceError):
 
 class InvalidRecurrence(RecurrenceError):
     code = "invalid_request"
+
+
+class InvalidRRule(RecurrenceError):
+    """An RRULE recurrence (its rule text, dtstart, exdates or rdates) that cannot be used."""
+
+    code = "invalid_recurrence"
+    default_field = "recurrence.rrule"

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from schedules.recurrence.cron import compile_cron, next_cron, normalize_cron
 from schedules.recurrence.errors import InvalidRecurrence, InvalidTimezone
 from schedules.recurrence.instants import EARLIEST, LATEST, UTC, InstantOutOfRange, parse_instant, renderable
+from schedules.recurrence.rrule import RRuleFields, next_rrule, parse_rrule_fields
 # Ten years: long enough for any real schedule, small enough that instant arithmetic
 # never leaves datetime's range for realistic anchors.
 MAX_SECONDS = 10 * 366 * 86400
@@ -27,6 +28,11 @@ class Rule:
     anchor: datetime | None = None  # interval only; None until `anchored`
     delay_seconds: int | None = None
     at: datetime | None = None  # once only: the single instant
+    rrule: RRuleFields | None = None  # rrule only
+    # The schedule's window (activeFrom, activeUntil), not part of the recurrence object:
+    # no instant outside it. Set by `within`.
+    active_from: datetime | None = None
+    active_until: datetime | None = None
 
     def anchored(self, default_anchor: datetime) -> Rule:
         """This rule; an interval rule without an anchor takes ``default_anchor``."""
@@ -35,6 +41,11 @@ class Rule:
         if not isinstance(default_anchor, datetime) or default_anchor.utcoffset() is None:
             raise ValueError("default_anchor must be a timezone-aware datetime")
         return replace(self, anchor=default_anchor.astimezone(UTC))
+
+    def within(self, active_from: datetime | None, active_until: datetime | None) -> Rule:
+        """This rule with no instant before ``active_from`` or after ``active_until`` (aware; None: open)."""
+        return replace(self, active_from=active_from and _as_utc(active_from),
+                       active_until=active_until and _as_utc(active_until))
 
     def to_dict(self) -> dict:
         if self.kind == "cron":
@@ -48,6 +59,8 @@ class Rule:
             }
         if self.kind == "once":
             return {"kind": "once", "at": _iso_utc(self.at), "timezone": self.timezone}
+        if self.kind == "rrule":
+            return _rrule_dict(self)
         return {"kind": "after_completion", "delaySeconds": self.delay_seconds, "timezone": self.timezone}
 
 
@@ -61,6 +74,7 @@ _ALLOWED_KEYS = {
     "interval": frozenset({"kind", "everySeconds", "anchor", "timezone"}),
     "after_completion": frozenset({"kind", "delaySeconds", "timezone"}),
     "once": frozenset({"kind", "at", "timezone"}),
+    "rrule": frozenset({"kind", "rrule", "dtstart", "timezone", "exdates", "rdates"}),
 }
 
 
@@ -82,7 +96,7 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
         raise InvalidRecurrence("recurrence.kind is required", "recurrence.kind")
     if not isinstance(kind, str) or kind not in _ALLOWED_KEYS:
         raise InvalidRecurrence(
-            "recurrence.kind must be one of: cron, interval, after_completion, once", "recurrence.kind"
+            "recurrence.kind must be one of: cron, interval, after_completion, once, rrule", "recurrence.kind"
         )
     for key in sorted(data):
         if key not in _ALLOWED_KEYS[kind]:
@@ -114,8 +128,23 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
             raise InvalidRecurrence("recurrence.at is required", "recurrence.at")
         return Rule(kind="once", timezone=zone_name, at=_parse_anchor(data["at"], "recurrence.at"))
 
+    if kind == "rrule":
+        return Rule(kind="rrule", timezone=zone_name, rrule=parse_rrule_fields(data, zone_name))
+
     delay = _parse_seconds(data, "delaySeconds", minimum=0)
     return Rule(kind="after_completion", timezone=zone_name, delay_seconds=delay)
+
+
+def _rrule_dict(rule: Rule) -> dict:
+    fields = rule.rrule
+    return {
+        "kind": "rrule",
+        "rrule": fields.text,
+        "dtstart": fields.dtstart.isoformat(),
+        "timezone": rule.timezone,
+        "exdates": [local.isoformat() for local in fields.exdates],
+        "rdates": [local.isoformat() for local in fields.rdates],
+    }
 
 
 def _parse_seconds(data: dict, key: str, minimum: int) -> int:
@@ -174,9 +203,27 @@ def _iso_utc(instant: datetime) -> str:
 def next_after(rule: Rule, after: datetime) -> datetime | None:
     """The earliest occurrence strictly after ``after``, as an aware UTC datetime.
 
-    For ``after_completion`` ``after`` is the previous occurrence's end. Returns None
-    only when the next occurrence would not be renderable (within a day of year 1 or 9999).
+    For ``after_completion`` ``after`` is the previous occurrence's end. Returns None when
+    the rule has no more instants (in its window), or the next one would not be renderable
+    (within a day of year 1 or 9999).
     """
+    found = _next_unwindowed(rule, after)
+    if found is not None and rule.active_from is not None and found < rule.active_from:
+        # after_completion: due when the window opens; a calendar rule: its first instant in it.
+        found = (rule.active_from if rule.kind == "after_completion"
+                 else _next_unwindowed(rule, rule.active_from - timedelta(microseconds=1)))
+    if found is not None and rule.active_until is not None and found > rule.active_until:
+        return None
+    return found
+
+
+def in_window(rule: Rule, instant: datetime) -> bool:
+    """Whether ``instant`` lies in the rule's window (activeFrom <= instant <= activeUntil)."""
+    return ((rule.active_from is None or instant >= rule.active_from)
+            and (rule.active_until is None or instant <= rule.active_until))
+
+
+def _next_unwindowed(rule: Rule, after: datetime) -> datetime | None:
     after = _as_utc(after)
     try:
         if rule.kind == "cron":
@@ -187,6 +234,8 @@ def next_after(rule: Rule, after: datetime) -> datetime | None:
             found = after + timedelta(seconds=rule.delay_seconds)
         elif rule.kind == "once":
             found = rule.at if after < rule.at else None
+        elif rule.kind == "rrule":
+            found = next_rrule(rule.rrule, _zone(rule.timezone), after)
         else:
             raise ValueError(f"unknown recurrence kind {rule.kind!r}")
     except OverflowError:
@@ -197,7 +246,8 @@ def next_after(rule: Rule, after: datetime) -> datetime | None:
 def first_not_before(rule: Rule, now: datetime) -> datetime | None:
     """The first instant not before ``now``; an after_completion schedule is due at once."""
     if rule.kind == "after_completion":
-        return now
+        due = max(now, rule.active_from) if rule.active_from is not None else now
+        return due if in_window(rule, due) else None
     return next_after(rule, now - timedelta(microseconds=1))
 
 

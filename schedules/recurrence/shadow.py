@@ -8,11 +8,12 @@ knows nothing of interval or once rules). Pure Python, like the rest of the pack
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from schedules.recurrence.rules import Rule, next_after
+from schedules.recurrence.rules import Rule, in_window, next_after
 
 UTC = timezone.utc
 
@@ -34,12 +35,64 @@ def croniter_next(rule: Rule, after: datetime):
     return croniter(rule.cron, local).get_next(datetime).astimezone(UTC)
 
 
-BUILTIN_CANDIDATES = {"croniter": croniter_next}
+def dateutil_next(rule: Rule, after: datetime):
+    """python-dateutil's next instant of an RRULE rule, expanded with zone-aware times from
+    its dtstart (no rebasing, no search bound: an oracle, not an engine; its expansion is
+    kept per rule), each local time resolved by the zone as zoneinfo reads it (fold=0)."""
+    if rule.kind != "rrule":
+        return NotImplemented
+    zone = ZoneInfo(rule.timezone)
+    rules = _zoned_rruleset(rule.rrule, rule.timezone)
+    # Wall-clock order is not instant order across a DST gap: a local time up to the zone's
+    # offset change before `after` may resolve after it, and the search stops at the first
+    # local time no later one can beat.
+    offsets = [(after + timedelta(hours=hours)).astimezone(zone).utcoffset() for hours in (-26, 0, 26)]
+    spread = max(offsets) - min(offsets)
+    wall_after = after.astimezone(zone).replace(tzinfo=None)
+    best = None
+    for local in rules.xafter((wall_after - spread - timedelta(seconds=1)).replace(tzinfo=zone), inc=True):
+        instant = local.astimezone(UTC)
+        if instant > after and (best is None or instant < best):
+            best = instant
+        if best is not None and local.replace(tzinfo=None) - max(offsets) > best.replace(tzinfo=None):
+            break
+    return best
+
+
+@functools.lru_cache(maxsize=256)
+def _zoned_rruleset(fields, zone_name: str):
+    from dateutil.rrule import rrulestr, rruleset
+
+    zone = ZoneInfo(zone_name)
+    rules = rruleset(cache=True)
+    rules.rrule(rrulestr(_aware_until(fields.text, zone), dtstart=fields.dtstart.replace(tzinfo=zone)))
+    for local in fields.rdates:
+        rules.rdate(local.replace(tzinfo=zone))
+    for local in fields.exdates:
+        rules.exdate(local.replace(tzinfo=zone))
+    return rules
+
+
+def _aware_until(text: str, zone: ZoneInfo) -> str:
+    """UNTIL as dateutil wants it beside a zoned DTSTART: in UTC."""
+    parts = []
+    for part in text.split(";"):
+        if part.startswith("UNTIL=") and not part.endswith("Z"):
+            value = part[6:] if "T" in part else part[6:] + "T235959"
+            local = datetime.strptime(value, "%Y%m%dT%H%M%S").replace(tzinfo=zone)
+            part = "UNTIL=" + local.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+        parts.append(part)
+    return ";".join(parts)
+
+
+BUILTIN_CANDIDATES = {"croniter": croniter_next, "dateutil": dateutil_next}
 
 
 def compare_next(rule: Rule, after: datetime, active: datetime | None, candidate) -> Mismatch | None:
     """The mismatch when the candidate's next instant after ``after`` is not ``active``."""
     theirs = candidate(rule, after)
+    if theirs is not NotImplemented and theirs is not None and not in_window(rule, theirs):
+        theirs = None  # candidates know the rule, not the schedule's window (activeFrom/activeUntil)
     if theirs is NotImplemented or theirs == active:
         return None
     return Mismatch(after, active, theirs)
