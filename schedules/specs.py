@@ -32,6 +32,7 @@ class ScheduleSpec:
     effects: dict | None = None
     start_deadline_seconds: int | None = None  # 0: remove the promise (an edit's null)
     jitter_seconds: int | None = None
+    labels: dict | None = None  # replaces every label ({} clears them)
 
     def anchored(self, now: datetime) -> "ScheduleSpec":
         """An interval rule given without an anchor starts at `now`, the authority's time of the write."""
@@ -53,6 +54,7 @@ class ScheduleSpec:
             "effects": self.effects,
             "startDeadlineSeconds": self.start_deadline_seconds,
             "jitterSeconds": self.jitter_seconds,
+            "labels": self.labels,
         }
         payload = {**base, **{key: value for key, value in given.items() if value is not None}}
         if payload.get("startDeadlineSeconds") == 0:

@@ -6,16 +6,22 @@ takes effect at the authority time read before planning; instants after it are o
 ones, judged by the scanner.
 """
 
+import logging
+
 from django.db import transaction
+from django.db.models.functions import Now
 
 from schedules import recurrence
+from schedules.audit import SCHEDULER, UNNAMED_API, Actor, audit_record
 from schedules.locks import lock_schedule
-from schedules.models import Schedule, Tenant
+from schedules.models import AuditAction, BulkAction, Schedule, Tenant
 from runs.authority.materialize import catch_up_on_resume
 from runs.authority.planning import Planned, WavePlans
 from runs.models import UNFINISHED, Trigger
 from scheduler_project.clock import authority_now
-from scheduler_project.errors import InvalidState
+from scheduler_project.errors import InvalidState, NotFound
+
+log = logging.getLogger(__name__)
 
 # A concurrent pause, resume or edit between planning and locking means planning again.
 RESUME_TRIES = 3
@@ -23,21 +29,80 @@ RESUME_TRIES = 3
 PLANNED_FROM = ("paused", "paused_at", "resume_from", "recurrence", "misfire_policy", "misfire_grace_seconds")
 
 
-def schedule_resume(*, tenant: Tenant, schedule_id: str) -> Schedule:
+def schedule_resume(*, tenant: Tenant, schedule_id: str, actor: Actor = UNNAMED_API) -> Schedule:
     """Resume applies the misfire policy to the instants missed while paused."""
+    return _resume_if(tenant, schedule_id, actor=actor)[0]
+
+
+def _resume_if(tenant, schedule_id: str, *, actor: Actor, still=None, **details) -> tuple[Schedule, bool]:
+    """Resume the schedule if it is paused and, given `still(schedule, now)`, that holds
+    under its lock (the pause is still the one being ended); (the schedule, whether this
+    call resumed it). Every resume path, manual, timed or bulk, is this one."""
     with transaction.atomic(durable=True):
         pass  # refused inside a caller's transaction, before planning, as the one below would be
     for _ in range(RESUME_TRIES):
         seen, now, planned = _plan_resume(tenant, schedule_id)
         with transaction.atomic(durable=True):
             schedule = lock_schedule(schedule_id, tenant=tenant)
-            if not schedule.paused:
-                return schedule
+            if not schedule.paused or (still is not None and not still(schedule, authority_now())):
+                return schedule, False
             if seen is None or any(getattr(schedule, name) != getattr(seen, name) for name in PLANNED_FROM):
                 continue
             _resume(schedule, now, planned)
-            return schedule
+            audit_record(schedule, actor=actor, action=AuditAction.RESUME, at=now, **details)
+            return schedule, True
     raise InvalidState("the schedule changed while it was being resumed; resume it again")
+
+
+def _pause_ended(schedule: Schedule, now) -> bool:
+    return schedule.paused_until is not None and schedule.paused_until <= now
+
+
+def resume_due_pauses(*, buckets=None, batch_size: int = 100) -> int:
+    """End the timed pauses due at database time (a scan pass's first step): each schedule
+    resumes as a manual resume would, exactly once whichever scanners race for it (the
+    pause's end is checked again under the schedule's lock). Returns how many this call
+    resumed. While none is due this is one look-up of a partial index."""
+    due = Schedule.objects.filter(paused_until__lte=Now(), paused=True, deleted_at__isnull=True)
+    if buckets is not None:
+        due = due.filter(bucket__in=list(buckets))
+    resumed = 0
+    for schedule_id, tenant_id in due.order_by("paused_until", "id").values_list("id", "tenant_id")[:batch_size]:
+        try:
+            resumed += _resume_if(Tenant(id=tenant_id), schedule_id, actor=SCHEDULER, still=_pause_ended,
+                                  timed=True)[1]
+        except (InvalidState, NotFound) as exc:  # changed or deleted meanwhile: a later pass sees it again
+            log.info("timed resume of %s left for later: %s", schedule_id, exc)
+    return resumed
+
+
+RESUME_ACTION_BATCH = 500  # schedules read per query; each is resumed in a transaction of its own
+
+
+def schedules_resume_action(*, tenant: Tenant, action_id: str, actor: Actor = UNNAMED_API) -> tuple[BulkAction, int]:
+    """Resume the schedules the bulk action `action_id` paused that are still paused by it
+    (one resumed by hand, or paused again since, is left alone); (the action, how many this
+    call resumed). One schedule per transaction: no lock is held on more than one."""
+    action = BulkAction.objects.filter(id=action_id, tenant=tenant).first()
+    if action is None:
+        raise NotFound("no such action")
+
+    def still_paused_by_action(schedule, now):
+        return schedule.pause_action_id == action.id
+
+    resumed, after = 0, ""
+    while True:
+        ids = list(Schedule.objects.filter(tenant=tenant, pause_action=action, paused=True, id__gt=after)
+                   .order_by("id").values_list("id", flat=True)[:RESUME_ACTION_BATCH])
+        if not ids:
+            return action, resumed
+        after = ids[-1]
+        for schedule_id in ids:
+            try:
+                resumed += _resume_if(tenant, schedule_id, actor=actor, still=still_paused_by_action,
+                                      actionId=action.id)[1]
+            except (InvalidState, NotFound) as exc:  # left paused by the action: resuming it again ends it
+                log.info("bulk resume of %s skipped: %s", schedule_id, exc)
 
 
 def _plan_resume(tenant: Tenant, schedule_id: str) -> tuple[Schedule | None, object, Planned | None]:
@@ -63,5 +128,6 @@ def _resume(schedule: Schedule, now, planned: Planned | None) -> None:
     ).exists():
         # An after_completion schedule whose last run ended while paused is due now.
         schedule.next_run_at = recurrence.first_not_before(rule, now)
-    schedule.paused_at = schedule.resume_from = None
+    schedule.paused_at = schedule.resume_from = schedule.paused_until = schedule.pause_action = None
+    schedule.pause_reason = ""
     schedule.save()

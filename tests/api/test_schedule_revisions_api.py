@@ -30,7 +30,7 @@ def test_revisions__newest_first_with_what_each_set(client, schedule):
     assert third["recurrence"]["kind"] == "interval" and third["params"] == {"seconds": 2}
     assert set(first) == {
         "revision", "createdAt", "authorKind", "name", "params", "recurrence", "misfirePolicy",
-        "misfireGraceSeconds", "overlapPolicy", "retry", "effects", "startDeadlineSeconds", "jitterSeconds",
+        "misfireGraceSeconds", "overlapPolicy", "retry", "effects", "startDeadlineSeconds", "jitterSeconds", "labels",
     }
     assert (first["startDeadlineSeconds"], first["jitterSeconds"]) == (None, 0)
     assert first["authorKind"] == "api" and first["createdAt"].endswith("Z")
