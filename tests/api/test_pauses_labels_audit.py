@@ -318,3 +318,33 @@ def test_audit__staff_actions_name_the_user__console_shows_labels_pause_and_audi
     assert staff.get("/admin/schedules/auditentry/").status_code == 200
     assert staff.get("/admin/schedules/bulkaction/").status_code == 200
 
+
+
+def test_timed_pause__the_scans_look_up_reads_its_partial_index(tenant):
+    """Every scan pass asks for the due timed pauses: one read of schedule_paused_until_idx,
+    whatever the number of schedules."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from runs.authority import resume_due_pauses
+    from schedules.models import JobType
+
+    job_type = JobType.objects.get(name="demo.sleep")
+    Schedule.objects.bulk_create([
+        Schedule(id=f"sch_bulk{n:06d}", tenant=tenant, job_type=job_type, name="s", recurrence=EVERY_MINUTE,
+                 next_run_at=authority_now() + timedelta(minutes=1), bucket=n % 8)
+        for n in range(2000)
+    ])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE schedules_schedule")
+    with CaptureQueriesContext(connection) as queries:
+        assert resume_due_pauses() == 0
+    look_up = [q["sql"] for q in queries.captured_queries if "paused_until" in q["sql"]]
+    assert len(look_up) == 1
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"EXPLAIN {look_up[0]}")
+        else:
+            cursor.execute(f"EXPLAIN QUERY PLAN {look_up[0]}")
+        explained = "\n".join(str(row) for row in cursor.fetchall())
+    assert "schedule_paused_until_idx" in explained, explained
