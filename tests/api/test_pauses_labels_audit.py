@@ -348,3 +348,19 @@ def test_timed_pause__the_scans_look_up_reads_its_partial_index(tenant):
             cursor.execute(f"EXPLAIN QUERY PLAN {look_up[0]}")
         explained = "\n".join(str(row) for row in cursor.fetchall())
     assert "schedule_paused_until_idx" in explained, explained
+
+
+def test_admin_edit__labels_through_the_service__audited_as_the_staff_user(admin_client, client):
+    from tests.api.test_admin import change_form, change_url, form_errors
+
+    sid = create_schedule(client, labels={"team": "finance"})["scheduleId"]
+    page = admin_client.get(change_url(sid))
+    assert '"team": "finance"' in change_form(page)["labels"]
+    refused = admin_client.post(change_url(sid), {**change_form(page), "labels": '{"team": "a\\u0007b"}'})
+    assert list(form_errors(refused)) == ["labels"]
+    saved = admin_client.post(change_url(sid), {**change_form(page), "labels": '{"team": "ops"}'})
+    assert saved.status_code == 302, form_errors(saved)
+    assert client.get(f"/api/v1/schedules/{sid}").json()["labels"] == {"team": "ops"}
+    assert {s["scheduleId"] for s in client.get("/api/v1/schedules", {"label": "team:ops"}).json()["results"]} == {sid}
+    latest = client.get("/api/v1/audit", {"scheduleId": sid}).json()["results"][0]
+    assert (latest["action"], latest["actorKind"], latest["actor"], latest["revision"]) == ("update", "admin", "admin", 2)
