@@ -3,11 +3,12 @@ batches (no transaction locks more than BULK_BATCH schedules). Its resume is the
 authority's (runs.authority.schedules_resume_action): a resume writes occurrences."""
 
 from django.db import transaction
+from django.db.models import F
 
 from schedules.audit import UNNAMED_API, Actor, audit_entry
 from schedules.models import AuditAction, AuditEntry, BulkAction, Schedule, Tenant
 from schedules.selectors import schedules_matching
-from schedules.services import PAUSE_FIELDS, pause_details
+from schedules.services import pause_details
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import InvalidRequest
 
@@ -36,20 +37,21 @@ def schedules_pause_matching(*, tenant: Tenant, labels: dict, job_type: str | No
                 return action
             after = page[-1]
             # Locked in id order, as every multi-schedule lock is; a row paused meanwhile is left out.
-            batch = list(Schedule.objects.select_for_update().filter(id__in=page, paused=False,
-                                                                     deleted_at__isnull=True).order_by("id"))
+            batch = list(Schedule.objects.select_for_update().filter(id__in=page, paused=False, deleted_at__isnull=True)
+                         .order_by("id").values_list("id", flat=True))
             if not batch:
                 continue
             now = authority_now()
-            for schedule in batch:
-                schedule.paused, schedule.paused_at = True, now
-                schedule.resume_from, schedule.next_run_at = schedule.next_run_at, None
-                schedule.paused_until, schedule.pause_reason, schedule.pause_action = until, reason, action
-                schedule.updated_at = now
-            Schedule.objects.bulk_update(batch, [*PAUSE_FIELDS, "updated_at"])
+            # One set-based statement: every row gets the same pause.
+            Schedule.objects.filter(id__in=batch).update(
+                paused=True, paused_at=now, resume_from=F("next_run_at"), next_run_at=None, paused_until=until,
+                pause_reason=reason, pause_action=action, updated_at=now,
+            )
+            details = pause_details(Schedule(paused_until=until, pause_reason=reason, pause_action=action))
             AuditEntry.objects.bulk_create([
-                audit_entry(schedule, actor=actor, action=AuditAction.PAUSE, at=now, **pause_details(schedule))
-                for schedule in batch
+                audit_entry(Schedule(id=schedule_id, tenant=tenant), actor=actor, action=AuditAction.PAUSE, at=now,
+                            **details)
+                for schedule_id in batch
             ])
             action.paused += len(batch)
             BulkAction.objects.filter(id=action.id).update(paused=action.paused)

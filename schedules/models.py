@@ -293,6 +293,10 @@ class BulkAction(models.Model):
     actor = models.CharField(max_length=200)
     paused = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Its resume (POST /schedules/resume): when, and by whom; the scans resume in its name.
+    resumed_at = models.DateTimeField(null=True, blank=True)
+    resumed_by_kind = models.CharField(max_length=9, choices=AuthorKind.choices, blank=True, default="")
+    resumed_by = models.CharField(max_length=200, blank=True, default="")
 
 
 class AuditAction(models.TextChoices):

@@ -211,6 +211,7 @@ def test_bulk_pause__counts_what_it_paused__resume_ends_exactly_those_still_paus
 def test_bulk_pause__in_batches__by_job_type__with_a_timed_end(client, monkeypatch):
     monkeypatch.setattr(bulk, "BULK_BATCH", 3)
     monkeypatch.setattr(resume_module, "RESUME_ACTION_BATCH", 3)
+    monkeypatch.setattr(resume_module, "RESUME_INLINE", 3)  # the scan passes resume the rest
     ids = {create_schedule(client, labels={"n": str(n)})["scheduleId"] for n in range(8)}
     create_schedule(client, jobType="demo.export", params={"seconds": 0})
     until = instant(authority_now() + timedelta(hours=2))
@@ -222,8 +223,16 @@ def test_bulk_pause__in_batches__by_job_type__with_a_timed_end(client, monkeypat
     assert set(paused.values_list("id", flat=True)) == ids
     assert {instant(s.paused_until) for s in paused} == {until}
     assert AuditEntry.objects.filter(action="pause", details__actionId=response.json()["actionId"]).count() == 8
-    resumed = client.post("/api/v1/schedules/resume", {"actionId": response.json()["actionId"]}, format="json")
-    assert resumed.json()["resumed"] == 8 and not Schedule.objects.filter(paused=True).exists()
+    action_id = response.json()["actionId"]
+    resumed = client.post("/api/v1/schedules/resume", {"actionId": action_id}, format="json")
+    assert resumed.json()["resumed"] == 8
+    assert Schedule.objects.filter(paused=True).count() == 5  # their pause has ended: the scan resumes them
+    assert client.post("/api/v1/schedules/resume", {"actionId": action_id}, format="json").json()["resumed"] == 0
+    scan_pass()
+    assert not Schedule.objects.filter(paused=True).exists()
+    entries = AuditEntry.objects.filter(action="resume")
+    assert sorted(e.schedule_id for e in entries) == sorted(ids)
+    assert {(e.actor_kind, e.actor, e.details["actionId"]) for e in entries} == {("api", "acme", action_id)}
 
 
 def test_bulk__hostile_bodies__400_naming_the_field(client):
