@@ -373,3 +373,21 @@ def test_admin_edit__labels_through_the_service__audited_as_the_staff_user(admin
     assert {s["scheduleId"] for s in client.get("/api/v1/schedules", {"label": "team:ops"}).json()["results"]} == {sid}
     latest = client.get("/api/v1/audit", {"scheduleId": sid}).json()["results"][0]
     assert (latest["action"], latest["actorKind"], latest["actor"], latest["revision"]) == ("update", "admin", "admin", 2)
+
+
+def test_bulk_pause_with_an_end__the_scan_ends_it_as_the_scheduler__another_tenant_cannot_touch_it(
+        client, other_client):
+    sid = create_schedule(client, recurrence=EVERY_MINUTE, labels={"team": "finance"})["scheduleId"]
+    until = instant(authority_now() + timedelta(hours=1))
+    response = client.post("/api/v1/schedules/pause", {"filter": {"labels": {"team": "finance"}}, "until": until},
+                           format="json")
+    action_id = response.json()["actionId"]
+    assert other_client.post(f"/api/v1/schedules/{sid}/pause", {"until": None}, format="json").status_code == 404
+    assert other_client.post(f"/api/v1/schedules/{sid}/resume").status_code == 404
+    assert other_client.get("/api/v1/schedules", {"label": "team:finance"}).json()["results"] == []
+    _pause_began_minutes_ago(sid, 2)
+    scan_pass()
+    assert not Schedule.objects.get(id=sid).paused
+    entry = AuditEntry.objects.filter(schedule_id=sid).latest("id")
+    assert (entry.action, entry.actor, entry.details) == ("resume", "scheduler", {"timed": True, "actionId": action_id})
+    assert client.post("/api/v1/schedules/resume", {"actionId": action_id}, format="json").json()["resumed"] == 0
