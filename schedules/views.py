@@ -42,13 +42,13 @@ from scheduler_project.http.representations import (
 )
 from scheduler_project.http.schedule_requests import (
     MAX_PREVIEW_COUNT,
+    BulkPauseSerializer,
+    BulkResumeSerializer,
+    PauseSerializer,
     PreviewSerializer,
     RunOnceSerializer,
     ScheduleCreateSerializer,
     ScheduleUpdateSerializer,
-    BulkPauseSerializer,
-    BulkResumeSerializer,
-    PauseSerializer,
     bulk_pause_arguments,
     label_filter,
     pause_arguments,
