@@ -324,6 +324,8 @@ class AuditEntry(models.Model):
         indexes = [
             models.Index(fields=["tenant", "id"], name="auditentry_tenant_idx"),
             models.Index(fields=["schedule", "id"], name="auditentry_schedule_idx"),
+            # ?since= of a recent instant: its few entries, not a walk back through older ones.
+            models.Index(fields=["tenant", "at"], name="auditentry_tenant_at_idx"),
         ]
 
 

@@ -113,6 +113,10 @@ class Migration(migrations.Migration):
             index=models.Index(fields=['schedule', 'id'], name='auditentry_schedule_idx'),
         ),
         migrations.AddIndex(
+            model_name='auditentry',
+            index=models.Index(fields=['tenant', 'at'], name='auditentry_tenant_at_idx'),
+        ),
+        migrations.AddIndex(
             model_name='schedulelabel',
             index=models.Index(fields=['tenant', 'key', 'value', 'schedule'], name='schedulelabel_lookup_idx'),
         ),
