@@ -16,12 +16,14 @@ from runs.selectors import history_watermark, runs_page
 from schedules import recurrence
 from schedules.models import Schedule, Tenant
 from schedules.selectors import schedule_ended
+from schedules.audit import staff_actor
 from schedules.services import schedule_pause
 from scheduler_project.clock import authority_now
 
 PREVIEW = 5  # next instants in the list
 COMING = 10  # next instants on a schedule's time axis
 HISTORY = 30
+AUDIT = 10  # the schedule's latest audit entries
 
 
 @staff_only
@@ -89,6 +91,7 @@ def schedule_detail(request, schedule_id):
         "legend": counts(found),
         "next": filters.keyset_value(runs[-1].scheduled_at, runs[-1].id) if len(runs) == HISTORY else "",
         "revisions": [_revision(revision) for revision in schedule.revisions.order_by("-revision")[:20]],
+        "audit": schedule.audit_entries.order_by("-id")[:AUDIT],
     }
     return render(request, "console/schedule.html", context)
 
@@ -103,9 +106,10 @@ def _revision(revision) -> dict:
 def schedule_action(request, schedule_id, verb):
     schedule = get_object_or_404(Schedule, id=schedule_id)
     back = reverse("console:schedule", args=[schedule.id])
+    actor = staff_actor(request.user)
     operations = {
-        "pause": (lambda: schedule_pause(tenant=schedule.tenant, schedule_id=schedule.id), "Paused"),
-        "resume": (lambda: schedule_resume(tenant=schedule.tenant, schedule_id=schedule.id), "Resumed"),
+        "pause": (lambda: schedule_pause(tenant=schedule.tenant, schedule_id=schedule.id, actor=actor), "Paused"),
+        "resume": (lambda: schedule_resume(tenant=schedule.tenant, schedule_id=schedule.id, actor=actor), "Resumed"),
         "run-now": (lambda: run_once(tenant=schedule.tenant, schedule_id=schedule.id), "Run queued"),
     }
     if verb not in operations:

@@ -38,8 +38,10 @@ class Stopper:
 
 
 def scan_pass(*, buckets=None, batch_size=None) -> authority.MaterializeStats:
-    """One scan cycle: materialize everything due now, batch after batch (a run_all backlog
-    releases its per-cycle share only), then release due pending runs."""
+    """One scan cycle: end the timed pauses due (their catch-up is written as they resume),
+    materialize everything due now, batch after batch (a run_all backlog releases its
+    per-cycle share only), then release due pending runs."""
+    authority.resume_due_pauses(buckets=buckets)
     total = authority.MaterializeStats()
     cycle = authority.ScanCycle()
     while True:

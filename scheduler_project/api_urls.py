@@ -6,6 +6,9 @@ from scheduler_project.http.concurrency_keys import ConcurrencyKeyListView, Conc
 from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
 from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunReplayView, RunResultView
 from schedules.views import (
+    AuditView,
+    BulkPauseView,
+    BulkResumeView,
     JobTypeListView,
     ScheduleCollectionView,
     ScheduleDetailView,
@@ -23,6 +26,8 @@ urlpatterns = [
     path("schedules", ScheduleCollectionView.as_view(), name="schedule-list"),
     # Before schedules/<id>, so "preview" is never taken for an id.
     path("schedules/preview", SchedulePreviewView.as_view(), name="schedule-preview"),
+    path("schedules/pause", BulkPauseView.as_view(), name="schedule-bulk-pause"),
+    path("schedules/resume", BulkResumeView.as_view(), name="schedule-bulk-resume"),
     path("schedules/<str:schedule_id>", ScheduleDetailView.as_view(), name="schedule-detail"),
     path("schedules/<str:schedule_id>/pause", SchedulePauseView.as_view(), name="schedule-pause"),
     path("schedules/<str:schedule_id>/resume", ScheduleResumeView.as_view(), name="schedule-resume"),
@@ -31,6 +36,7 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/preview", ScheduleInstantsView.as_view(), name="schedule-instants"),
     path("schedules/<str:schedule_id>/backfill", ScheduleBackfillView.as_view(), name="schedule-backfill"),
     path("schedules/<str:schedule_id>/statistics", ScheduleStatisticsView.as_view(), name="schedule-statistics"),
+    path("audit", AuditView.as_view(), name="audit-list"),
     path("capacity/forecast", CapacityForecastView.as_view(), name="capacity-forecast"),
     path("concurrency-keys", ConcurrencyKeyListView.as_view(), name="concurrency-key-list"),
     path("concurrency-keys/<str:key>", ConcurrencyKeyView.as_view(), name="concurrency-key-detail"),

@@ -14,7 +14,10 @@ from runs.authority import run_once, schedule_resume
 from runs.capacity.statistics import job_type_statistics, schedule_durations, schedule_statistics
 from runs.models import Run
 from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
-from schedules.models import ApiToken, ConcurrencyLimit, JobType, Schedule, ShadowDisagreement, Tenant
+from schedules.audit import staff_actor
+from schedules.models import (
+    ApiToken, AuditEntry, BulkAction, ConcurrencyLimit, JobType, Schedule, ShadowDisagreement, Tenant,
+)
 from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.services import schedule_pause
 from schedules.tenants import token_revoke
@@ -102,6 +105,29 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         apply_to_each(self, request, queryset, token_revoke, "Revoked")
 
 
+def audit_details_text(entry: AuditEntry) -> str:
+    return ", ".join(f"{key}={value}" for key, value in sorted(entry.details.items()))
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    """Who created, changed, paused, resumed or deleted which schedule, and when (read-only)."""
+
+    list_display = ("at", "tenant", "schedule", "actor_kind", "actor", "action", "details")
+    list_filter = ("action", "actor_kind")
+    search_fields = ("schedule__id", "schedule__name", "actor")
+    list_select_related = ("tenant", "schedule")
+    date_hierarchy = "at"
+
+
+@admin.register(BulkAction)
+class BulkActionAdmin(ReadOnlyAdmin):
+    """Bulk pauses (POST /schedules/pause): their filter and how many schedules each paused."""
+
+    list_display = ("id", "tenant", "actor", "paused", "paused_until", "reason", "created_at")
+    search_fields = ("id", "actor")
+
+
 class DeletedFilter(admin.SimpleListFilter):
     """Live schedules unless the operator asks for the deleted ones (or all)."""
 
@@ -136,12 +162,13 @@ POLICIES = (
 CAPACITY = ("start_deadline_seconds", "jitter_seconds", "concurrency_key")
 WINDOW = ("active_from", "active_until", "end_after_occurrences")
 CONTROL = ("expected_revision", "previewed")
-SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused")
-TIMES = ("zone", "next_run", "created", "updated", "paused_since", "deleted", "next_five_instants")
+SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused", "pause_reason", "pause_action")
+TIMES = ("zone", "next_run", "created", "updated", "paused_since", "paused_until_shown", "deleted", "next_five_instants")
 VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
              "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects",
-             *WINDOW, "occurrences_materialized")
+             *WINDOW, "occurrences_materialized", "labels")
 RECENT_RUNS = 20
+RECENT_AUDIT = 20
 
 
 @admin.register(Schedule)
@@ -179,11 +206,11 @@ class ScheduleAdmin(admin.ModelAdmin):
                 ("Window", {"fields": WINDOW}),
                 ("Policies", {"fields": POLICIES}),
                 ("Capacity", {"fields": CAPACITY}),
-                ("Effects", {"fields": ("effects", *CONTROL)}),
+                ("Effects", {"fields": ("effects", "labels", *CONTROL)}),
             ]
         if self.has_change_permission(request, obj):
             editable = [
-                (None, {"fields": (*SUMMARY, "name", "params")}),
+                (None, {"fields": (*SUMMARY, "name", "params", "labels")}),
                 ("Recurrence", {"fields": RECURRENCE}),
                 ("Window", {"fields": (*WINDOW, "occurrences_materialized")}),
                 ("Policies", {"fields": POLICIES}),
@@ -197,10 +224,17 @@ class ScheduleAdmin(admin.ModelAdmin):
             ("Times, in the schedule's zone", {"fields": TIMES}),
             ("Runtime statistics (rolling window)", {"fields": ("runtime_statistics",)}),
             (f"Recent runs (last {RECENT_RUNS})", {"fields": ("recent_runs",)}),
+            (f"Audit (last {RECENT_AUDIT})", {"fields": ("recent_audit",)}),
         ]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else (*SUMMARY, *TIMES, "runtime_statistics", "recent_runs", "occurrences_materialized")
+        return () if obj is None else (*SUMMARY, *TIMES, "runtime_statistics", "recent_runs", "occurrences_materialized",
+                                       "recent_audit")
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.actor = staff_actor(request.user)  # the form's class is made for this request
+        return form
 
     def save_model(self, request, obj, form, change):
         """Nothing left to write: the form's service call wrote the schedule and its revision."""
@@ -231,6 +265,25 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="paused since")
     def paused_since(self, obj):
         return zoned(obj.paused_at, schedule_zone(obj)) if obj.paused else "-"
+
+    @admin.display(description="paused until")
+    def paused_until_shown(self, obj):
+        return zoned(obj.paused_until, schedule_zone(obj)) if obj.paused_until else "-"
+
+    @admin.display(description="entries")
+    def recent_audit(self, obj):
+        entries = AuditEntry.objects.filter(schedule=obj).order_by("-id")[:RECENT_AUDIT]
+        zone = schedule_zone(obj)
+        rows = format_html_join(
+            "\n", "<tr><td>{}</td><td>{}: {}</td><td>{}</td><td>{}</td></tr>",
+            ((zoned(e.at, zone), e.actor_kind, e.actor or "-", e.action, audit_details_text(e)) for e in entries),
+        )
+        every = reverse("admin:schedules_auditentry_changelist") + "?" + urlencode({"q": obj.id})
+        return format_html(
+            "<table><thead><tr><th>at</th><th>actor</th><th>action</th><th>details</th></tr></thead><tbody>{}</tbody>"
+            "</table><p><a href=\"{}\">every entry of this schedule</a></p>",
+            rows or mark_safe("<tr><td colspan=\"4\">no entries</td></tr>"), every,
+        )
 
     @admin.display(description="deleted")
     def deleted(self, obj):
@@ -274,14 +327,17 @@ class ScheduleAdmin(admin.ModelAdmin):
         )
     @admin.action(description="Pause selected schedules")
     def pause(self, request, queryset):
+        actor = staff_actor(request.user)
         apply_to_each(
-            self, request, queryset, lambda s: schedule_pause(tenant=s.tenant, schedule_id=s.id), "Paused"
+            self, request, queryset, lambda s: schedule_pause(tenant=s.tenant, schedule_id=s.id, actor=actor), "Paused"
         )
 
     @admin.action(description="Resume selected schedules")
     def resume(self, request, queryset):
+        actor = staff_actor(request.user)
         apply_to_each(
-            self, request, queryset, lambda s: schedule_resume(tenant=s.tenant, schedule_id=s.id), "Resumed"
+            self, request, queryset, lambda s: schedule_resume(tenant=s.tenant, schedule_id=s.id, actor=actor),
+            "Resumed",
         )
 
     @admin.action(description="Run selected schedules once, now")

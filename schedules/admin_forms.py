@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
 
+from schedules.audit import Actor
 from schedules.models import AuthorKind, JobType, MisfirePolicy, OverlapPolicy, Schedule, Tenant
 from schedules.services import schedule_create, schedule_preview, schedule_update
 from schedules.specs import DEFAULT_POLICIES
@@ -40,6 +41,7 @@ BODY_KEYS = {
     "start_deadline_seconds": "startDeadlineSeconds",
     "jitter_seconds": "jitterSeconds",
     "concurrency_key": "concurrencyKey",
+    "labels": "labels",
 }
 # Window fields (instants as the admin's date and time boxes give them); an emptied box clears one.
 WINDOW_KEYS = {"active_from": "activeFrom", "active_until": "activeUntil", "end_after_occurrences": "endAfterOccurrences"}
@@ -142,9 +144,16 @@ class ScheduleForm(forms.ModelForm):
         help_text="At most the key's limit (1 unless set under Concurrency limits) of this tenant's attempts with "
                   "this key run at once. Empty: none.",
     )
+    labels = forms.JSONField(
+        required=False, initial=dict,
+        help_text='At most 20 string pairs, e.g. {"team": "finance"}; the API\'s filters select by them.',
+    )
     # The revision this edit applies to, and the rule whose instants were last shown.
     expected_revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
     previewed = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    # The staff user saving the form (ScheduleAdmin.get_form): the revision's and the audit's author.
+    actor = Actor(AuthorKind.ADMIN, "")
 
     class Meta:
         model = Schedule
@@ -186,7 +195,7 @@ class ScheduleForm(forms.ModelForm):
 
         values = self.cleaned_data
         body = {key: values[field] for field, key in BODY_KEYS.items() if field in changed and values.get(field) is not None}
-        for field in ("params", "effects"):
+        for field in ("params", "effects", "labels"):
             if field in changed and values.get(field) is None:
                 body[BODY_KEYS[field]] = {}  # an emptied box clears them
         if "start_deadline_seconds" in changed and values.get("start_deadline_seconds") is None:
@@ -215,7 +224,7 @@ class ScheduleForm(forms.ModelForm):
     def _save(self, spec) -> None:
         if not self.editing:
             self.instance, _ = schedule_create(
-                tenant=self.cleaned_data["tenant"], spec=spec, author_kind=AuthorKind.ADMIN, admit=admit_start_deadline
+                tenant=self.cleaned_data["tenant"], spec=spec, actor=self.actor, admit=admit_start_deadline
             )
             return
         self.instance = schedule_update(
@@ -223,7 +232,7 @@ class ScheduleForm(forms.ModelForm):
             schedule_id=self.instance.id,
             expected_revision=self.cleaned_data.get("expected_revision") or self.instance.revision,
             changes=spec,
-            author_kind=AuthorKind.ADMIN,
+            actor=self.actor,
             admit=admit_start_deadline,  # the API's admission of a strict start promise
         )
 

@@ -22,6 +22,10 @@ def new_schedule_id():
     return new_id("sch")
 
 
+def new_action_id():
+    return new_id("act")
+
+
 class ResourceClass(models.TextChoices):
     SHORT = "short"
     LONG = "long"
@@ -149,6 +153,7 @@ MAX_CONCURRENCY_LIMIT = 100_000  # more than any tenant's active-run quota: a la
 # A concurrency key: letters, digits and . _ : - (it is a path segment of /concurrency-keys/{key}).
 CONCURRENCY_KEY = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$",
                                  message="letters, digits and . _ : - only, starting with a letter or digit")
+MAX_PAUSE_REASON_LENGTH = 500
 
 
 class Schedule(models.Model):
@@ -183,6 +188,15 @@ class Schedule(models.Model):
     paused_at = models.DateTimeField(null=True, blank=True)
     # First instant not yet materialized when paused; resume applies the misfire policy from it.
     resume_from = models.DateTimeField(null=True, blank=True)
+    # A timed pause ends by itself at this instant (database time; runs.authority.resume_due_pauses).
+    paused_until = models.DateTimeField(null=True, blank=True)
+    pause_reason = models.CharField(max_length=MAX_PAUSE_REASON_LENGTH, blank=True, default="", db_default="")
+    # The bulk action whose pause this is (POST /schedules/pause); its resume ends only these.
+    pause_action = models.ForeignKey(
+        "BulkAction", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    # At most MAX_LABELS string pairs, as given; ScheduleLabel rows index them for filters.
+    labels = models.JSONField(default=dict, blank=True, db_default={})
     # Null while paused, deleted, ended, or (after_completion) while an occurrence is active.
     next_run_at = models.DateTimeField(null=True, blank=True)
     # The window (activeFrom, activeUntil): no occurrence outside it; null: open.
@@ -214,6 +228,11 @@ class Schedule(models.Model):
                 condition=Q(next_run_at__isnull=False),
             ),
             models.Index(fields=["tenant", "id"], name="schedule_tenant_idx"),
+            # Timed pauses: the scan's look-up of those due costs nothing while none are.
+            models.Index(fields=["paused_until"], name="schedule_paused_until_idx",
+                         condition=Q(paused_until__isnull=False)),
+            models.Index(fields=["pause_action", "id"], name="schedule_pause_action_idx",
+                         condition=Q(pause_action__isnull=False)),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(revision__gte=1), name="schedule_revision_positive"),
@@ -227,6 +246,10 @@ class Schedule(models.Model):
             models.CheckConstraint(
                 condition=Q(paused=False) | Q(next_run_at__isnull=True),
                 name="schedule_paused_not_due",
+            ),
+            models.CheckConstraint(
+                condition=Q(paused=True) | (Q(paused_until__isnull=True) & Q(pause_action__isnull=True)),
+                name="schedule_pause_details_only_paused",
             ),
             models.UniqueConstraint(
                 fields=["active_run"], condition=Q(active_run__isnull=False), name="schedule_active_run_unique"
@@ -243,7 +266,8 @@ class Schedule(models.Model):
 
 class AuthorKind(models.TextChoices):
     API = "api"  # a tenant token's request
-    ADMIN = "admin"  # an operator in the Django admin
+    ADMIN = "admin"  # an operator in the Django admin (or a management command)
+    SCHEDULER = "scheduler"  # the scheduler itself: a timed pause ending
 
 
 class ScheduleRevision(models.Model):
@@ -252,12 +276,80 @@ class ScheduleRevision(models.Model):
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="revisions")
     revision = models.PositiveIntegerField()
     payload = models.JSONField()
-    author_kind = models.CharField(max_length=8, choices=AuthorKind.choices, default=AuthorKind.API)
+    author_kind = models.CharField(max_length=9, choices=AuthorKind.choices, default=AuthorKind.API)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["schedule", "revision"], name="schedulerevision_unique")
+        ]
+
+
+MAX_LABELS = 20
+MAX_LABEL_KEY_LENGTH = 63
+MAX_LABEL_VALUE_LENGTH = 200
+
+
+class ScheduleLabel(models.Model):
+    """One label of a live or deleted schedule, as Schedule.labels holds it: the index
+    `GET /schedules?label=k:v` filters by, on PostgreSQL and SQLite alike."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="label_rows", db_index=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    key = models.CharField(max_length=MAX_LABEL_KEY_LENGTH)
+    value = models.CharField(max_length=MAX_LABEL_VALUE_LENGTH)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["schedule", "key"], name="schedulelabel_unique")]
+        indexes = [models.Index(fields=["tenant", "key", "value", "schedule"], name="schedulelabel_lookup_idx")]
+
+
+class BulkAction(models.Model):
+    """One `POST /schedules/pause` over the schedules its filter matched: the schedules it
+    paused name it (Schedule.pause_action) until they are resumed or paused again."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_action_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    filter = models.JSONField()
+    paused_until = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(max_length=MAX_PAUSE_REASON_LENGTH, blank=True, default="")
+    actor_kind = models.CharField(max_length=9, choices=AuthorKind.choices)
+    actor = models.CharField(max_length=200)
+    paused = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Its resume (POST /schedules/resume): when, and by whom; the scans resume in its name.
+    resumed_at = models.DateTimeField(null=True, blank=True)
+    resumed_by_kind = models.CharField(max_length=9, choices=AuthorKind.choices, blank=True, default="")
+    resumed_by = models.CharField(max_length=200, blank=True, default="")
+
+
+class AuditAction(models.TextChoices):
+    CREATE = "create"
+    UPDATE = "update"
+    PAUSE = "pause"
+    RESUME = "resume"
+    DELETE = "delete"
+
+
+class AuditEntry(models.Model):
+    """Who did what to a schedule, and when (authority time), written in the transaction of
+    the change. A create or edit names its revision (ScheduleRevision holds the payload)."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="audit_entries", db_index=False)
+    at = models.DateTimeField()
+    actor_kind = models.CharField(max_length=9, choices=AuthorKind.choices)
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["tenant", "id"], name="auditentry_tenant_idx"),
+            models.Index(fields=["schedule", "id"], name="auditentry_schedule_idx"),
+            # ?since= of a recent instant: its few entries, not a walk back through older ones.
+            models.Index(fields=["tenant", "at"], name="auditentry_tenant_at_idx"),
         ]
 
 

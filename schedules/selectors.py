@@ -1,7 +1,7 @@
 """Schedule reads, always scoped to the calling tenant."""
 
 from schedules import recurrence
-from schedules.models import JobType, Schedule, ScheduleRevision, Tenant
+from schedules.models import JobType, Schedule, ScheduleLabel, ScheduleRevision, Tenant
 from scheduler_project.errors import NotFound
 
 
@@ -21,8 +21,20 @@ def schedule_get_for_history(*, tenant: Tenant, schedule_id: str) -> Schedule:
     return schedule
 
 
-def schedules_list(*, tenant: Tenant, after_id: str | None, limit: int) -> list[Schedule]:
-    schedules = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True).select_related("job_type").order_by("id")
+def schedules_matching(*, tenant: Tenant, labels: dict | None = None, job_type: str | None = None):
+    """The tenant's live schedules carrying every one of `labels` (and of `job_type`), a query."""
+    schedules = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True)
+    if job_type is not None:
+        schedules = schedules.filter(job_type_id=job_type)
+    for key, value in (labels or {}).items():
+        schedules = schedules.filter(
+            id__in=ScheduleLabel.objects.filter(tenant=tenant, key=key, value=value).values("schedule_id")
+        )
+    return schedules
+
+
+def schedules_list(*, tenant: Tenant, after_id: str | None, limit: int, labels: dict | None = None) -> list[Schedule]:
+    schedules = schedules_matching(tenant=tenant, labels=labels).select_related("job_type").order_by("id")
     if after_id:
         schedules = schedules.filter(id__gt=after_id)
     return list(schedules[:limit])

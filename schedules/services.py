@@ -8,12 +8,21 @@ from django.conf import settings
 from django.db import transaction
 
 from schedules import recurrence
+from schedules.audit import UNNAMED_API, Actor, audit_record
 from schedules.celery_tasks import check_celery_task_allowed
-from schedules.models import AuthorKind, JobType, RequestKey, Schedule, ScheduleRevision, Tenant
+from schedules.models import (
+    AuditAction,
+    JobType,
+    RequestKey,
+    Schedule,
+    ScheduleLabel,
+    ScheduleRevision,
+    Tenant,
+)
 from schedules.specs import ScheduleSpec, default_payload, payload_window, validate_params, validate_retry, validate_window
 from schedules.locks import lock_schedule, lock_tenant
 from schedules.selectors import job_types_allowed, schedule_first_due
-from scheduler_project.clock import authority_now
+from scheduler_project.clock import authority_now, instant
 from scheduler_project.errors import (
     Contended,
     IdempotencyConflict,
@@ -30,13 +39,13 @@ def schedule_create(
     spec: ScheduleSpec,
     idempotency_key: str | None = None,
     request_hash: str = "",
-    author_kind: str = AuthorKind.API,
+    actor: Actor = UNNAMED_API,
     admit=None,
 ) -> tuple[Schedule, bool]:
     """201 path of POST /schedules; precedence 400, 403 job type, replay, 409, 429.
 
     `request_hash` identifies the request that carried `idempotency_key`: a replay must match it.
-    `author_kind` is recorded on the revision (who wrote it: the API or the admin).
+    `actor` is recorded on the revision (its kind: the API or the admin) and in the audit.
     `admit(schedule=, job_type=, payload=, rule=)`, given, is the capacity admission of a
     strict start promise (runs.capacity.admission): called before the transaction, so no
     other writer waits for its forecast, its verdict (None, or an object whose confirm()
@@ -67,7 +76,7 @@ def schedule_create(
         # Outside any transaction: no other writer waits for the admission's forecast.
         admission = admit and admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
         try:
-            return _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, author_kind)
+            return _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, actor)
         except _AdmitAgain:
             continue
     raise _contended()
@@ -84,7 +93,7 @@ def _contended() -> Contended:
     return Contended("other strict schedules were admitted while this one was checked; send the request again")
 
 
-def _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, author_kind):
+def _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, actor):
     with transaction.atomic():
         lock_tenant(tenant)
         if idempotency_key:
@@ -101,7 +110,9 @@ def _create(tenant, schedule, payload, spec, admission, idempotency_key, request
             _uses_concurrency_keys(tenant)
         schedule.next_run_at = schedule_first_due(schedule, spec.recurrence, now)
         schedule.save(force_insert=True)
-        ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=author_kind)
+        ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=actor.kind)
+        _index_labels(schedule, replace=False)
+        audit_record(schedule, actor=actor, action=AuditAction.CREATE, at=now, revision=1)
         if idempotency_key:
             RequestKey.objects.create(
                 tenant=tenant, scope="schedules", key=idempotency_key, request_hash=request_hash,
@@ -136,7 +147,7 @@ def schedule_update(
     schedule_id: str,
     expected_revision: int,
     changes: ScheduleSpec,
-    author_kind: str = AuthorKind.API,
+    actor: Actor = UNNAMED_API,
     admit=None,
 ) -> Schedule:
     """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict.
@@ -146,7 +157,7 @@ def schedule_update(
     for _ in range(ADMISSION_ATTEMPTS):
         admission, seen = _edit_admission(admit, tenant, schedule_id, changes) if admit else (None, None)
         try:
-            return _update(tenant, schedule_id, expected_revision, changes, author_kind, admit, admission, seen)
+            return _update(tenant, schedule_id, expected_revision, changes, actor, admit, admission, seen)
         except _AdmitAgain:
             continue
     raise _contended()
@@ -167,7 +178,7 @@ def _edit_admission(admit, tenant, schedule_id, changes) -> tuple[object, int | 
     return admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule), seen
 
 
-def _update(tenant, schedule_id, expected_revision, changes, author_kind, admit, admission, seen) -> Schedule:
+def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admission, seen) -> Schedule:
     with transaction.atomic():
         if changes.concurrency_key:
             _uses_concurrency_keys(tenant)  # the tenant's row before the schedule's: the lock order
@@ -203,30 +214,74 @@ def _update(tenant, schedule_id, expected_revision, changes, author_kind, admit,
                 schedule.next_run_at = schedule_first_due(schedule, rule, now)
         schedule.save()
         ScheduleRevision.objects.create(
-            schedule=schedule, revision=schedule.revision, payload=payload, author_kind=author_kind
+            schedule=schedule, revision=schedule.revision, payload=payload, author_kind=actor.kind
         )
+        if changes.labels is not None:
+            _index_labels(schedule)
+        audit_record(schedule, actor=actor, action=AuditAction.UPDATE, at=now, revision=schedule.revision)
     return schedule
 
 
-def schedule_pause(*, tenant: Tenant, schedule_id: str) -> Schedule:
+NOT_GIVEN = object()
+
+
+def schedule_pause(*, tenant: Tenant, schedule_id: str, until=NOT_GIVEN, reason=NOT_GIVEN,
+                   actor: Actor = UNNAMED_API) -> Schedule:
+    """Pause; with `until` (an instant after now, authority time) the pause ends by itself then
+    (runs.authority.resume_due_pauses). On a paused schedule the given `until` (None: no end)
+    and `reason` replace the pause's, and the pause becomes this request's (no bulk action's
+    resume ends it); given nothing, a paused schedule is left as it is."""
     with transaction.atomic():
         schedule = lock_schedule(schedule_id, tenant=tenant)
+        now = authority_now()
+        if until is not NOT_GIVEN and until is not None and until <= now:
+            raise InvalidRequest("until must be a later instant than now", field="until")
+        if schedule.paused and until is NOT_GIVEN and reason is NOT_GIVEN:
+            return schedule
         if not schedule.paused:
-            now = authority_now()
             schedule.paused, schedule.paused_at = True, now
             schedule.resume_from, schedule.next_run_at = schedule.next_run_at, None
-            schedule.save(update_fields=["paused", "paused_at", "resume_from", "next_run_at", "updated_at"])
+            schedule.paused_until, schedule.pause_reason = None, ""
+        if until is not NOT_GIVEN:
+            schedule.paused_until = until
+        if reason is not NOT_GIVEN:
+            schedule.pause_reason = reason or ""
+        schedule.pause_action = None
+        schedule.save(update_fields=[*PAUSE_FIELDS, "updated_at"])
+        audit_record(schedule, actor=actor, action=AuditAction.PAUSE, at=now, **pause_details(schedule))
     return schedule
 
 
-def schedule_delete(*, tenant: Tenant, schedule_id: str) -> None:
+# What a pause writes on the schedule (a resume clears them).
+PAUSE_FIELDS = ("paused", "paused_at", "resume_from", "next_run_at", "paused_until", "pause_reason", "pause_action")
+
+
+def pause_details(schedule: Schedule) -> dict:
+    """The audit details of a pause: its end, reason and bulk action, those it has."""
+    return {"until": instant(schedule.paused_until), "reason": schedule.pause_reason or None,
+            "actionId": schedule.pause_action_id}
+
+
+def schedule_delete(*, tenant: Tenant, schedule_id: str, actor: Actor = UNNAMED_API) -> None:
     """Soft delete: the schedule stops and disappears; its runs stay readable."""
     with transaction.atomic():
         schedule = lock_schedule(schedule_id, tenant=tenant)
         schedule.deleted_at = authority_now()
         schedule.next_run_at = None
-        schedule.paused = False
-        schedule.save(update_fields=["deleted_at", "next_run_at", "paused", "updated_at"])
+        schedule.paused, schedule.paused_until, schedule.pause_action = False, None, None
+        schedule.save(update_fields=["deleted_at", "next_run_at", "paused", "paused_until", "pause_action",
+                                     "updated_at"])
+        audit_record(schedule, actor=actor, action=AuditAction.DELETE, at=schedule.deleted_at)
+
+
+def _index_labels(schedule: Schedule, *, replace: bool = True) -> None:
+    """The ScheduleLabel rows of `schedule.labels` (saved), in the caller's transaction."""
+    if replace:
+        ScheduleLabel.objects.filter(schedule=schedule).delete()
+    ScheduleLabel.objects.bulk_create([
+        ScheduleLabel(schedule=schedule, tenant_id=schedule.tenant_id, key=key, value=value)
+        for key, value in schedule.labels.items()
+    ])
 
 
 def schedule_preview(*, rule: recurrence.Rule, after: datetime | None = None, count: int = 5) -> list[tuple]:
@@ -254,3 +309,4 @@ def _apply_payload(schedule: Schedule, payload: dict) -> None:
     schedule.jitter_seconds = payload.get("jitterSeconds") or 0
     schedule.concurrency_key = payload.get("concurrencyKey") or ""
     schedule.active_from, schedule.active_until, schedule.end_after_occurrences = payload_window(payload)
+    schedule.labels = payload.get("labels") or {}

@@ -38,6 +38,7 @@ class ScheduleSpec:
     active_until: datetime | None = None
     end_after_occurrences: int | None = None
     cleared: frozenset = frozenset()  # payload keys an edit set to null (activeFrom, activeUntil, endAfterOccurrences)
+    labels: dict | None = None  # replaces every label ({} clears them)
 
     def anchored(self, now: datetime) -> "ScheduleSpec":
         """An interval rule given without an anchor starts at `now`, the authority's time of the write."""
@@ -63,6 +64,7 @@ class ScheduleSpec:
             "activeFrom": instant(self.active_from) if self.active_from is not None else None,
             "activeUntil": instant(self.active_until) if self.active_until is not None else None,
             "endAfterOccurrences": self.end_after_occurrences,
+            "labels": self.labels,
         }
         payload = {**base, **{key: value for key, value in given.items() if value is not None}}
         if payload.get("startDeadlineSeconds") == 0:

@@ -1,13 +1,16 @@
-"""Tenant API: schedules, preview, pause/resume, run once, run history, revisions and job types."""
+"""Tenant API: schedules, preview, pause/resume (one or in bulk), run once, run history,
+revisions, the audit and job types."""
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from runs.authority import run_once, schedule_resume
+from runs.authority import run_once, schedule_resume, schedules_resume_action
 from runs.capacity.admission import admit_start_deadline
 from runs.capacity.statistics import runtime_statistics
 from runs.selectors import runs_page
+from schedules.audit import audit_entries
+from schedules.bulk import schedules_pause_matching
 from schedules.selectors import (
     job_types_allowed,
     occurrences_left,
@@ -30,6 +33,7 @@ from scheduler_project.http.cursors import decode_cursor, encode_cursor
 from scheduler_project.http.history import run_history_body
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.representations import (
+    audit_entry_representation,
     job_type_representation,
     preview_representation,
     revision_representation,
@@ -39,10 +43,16 @@ from scheduler_project.http.representations import (
 )
 from scheduler_project.http.schedule_requests import (
     MAX_PREVIEW_COUNT,
+    BulkPauseSerializer,
+    BulkResumeSerializer,
+    PauseSerializer,
     PreviewSerializer,
     RunOnceSerializer,
     ScheduleCreateSerializer,
     ScheduleUpdateSerializer,
+    bulk_pause_arguments,
+    label_filter,
+    pause_arguments,
     preview_arguments,
     request_hash,
     run_once_arguments,
@@ -50,7 +60,7 @@ from scheduler_project.http.schedule_requests import (
     schedule_spec,
 )
 from scheduler_project.http.schemas import error_responses
-from scheduler_project.http.validation import lookup_id
+from scheduler_project.http.validation import lookup_id, validate_body
 from scheduler_project.http.views import (
     PAGE_PARAMETERS,
     TenantAPIView,
@@ -59,6 +69,7 @@ from scheduler_project.http.views import (
     query_instant,
     query_integer,
     query_limit,
+    request_actor,
 )
 
 TAGS = ["schedules"]
@@ -69,7 +80,7 @@ def _created_status(created: bool) -> int:
 
 
 class ScheduleCollectionView(TenantAPIView):
-    query_parameters = {"get": PAGE_PARAMETERS}
+    query_parameters = {"get": PAGE_PARAMETERS | {"label"}}
 
     @extend_schema(
         operation_id="schedules_list",
@@ -77,22 +88,24 @@ class ScheduleCollectionView(TenantAPIView):
         description=(
             "The caller's schedules that are not deleted, oldest first, `limit` per page (1 to 200, "
             "default 50). Pass `nextCursor` back as `cursor` for the next page; it is null on the "
-            "last one. `nextRunAt` is null while a schedule is paused."
+            "last one. `nextRunAt` is null while a schedule is paused. `label=key:value` (repeatable) "
+            "lists only the schedules carrying every label given."
         ),
         examples=api_docs.SCHEDULE_LIST,
         tags=TAGS,
-        parameters=[schemas.LIMIT_PARAMETER, schemas.CURSOR_PARAMETER],
+        parameters=[schemas.LIMIT_PARAMETER, schemas.CURSOR_PARAMETER, schemas.LABEL_PARAMETER],
         responses={200: schemas.ScheduleListSerializer, **error_responses(400, 401, 403)},
     )
     def get(self, request):
         limit = query_limit(request)
+        labels = label_filter(request.query_params.getlist("label"))
         scope = f"schedules:{request.tenant.id}"
         after_id = None
         if cursor := query_cursor(request):
             after_id = decode_cursor(scope, cursor).get("after")
             if not isinstance(after_id, str):
                 raise InvalidRequest("invalid cursor", field="cursor")
-        page = schedules_list(tenant=request.tenant, after_id=after_id, limit=limit + 1)
+        page = schedules_list(tenant=request.tenant, after_id=after_id, limit=limit + 1, labels=labels)
         next_cursor = None
         if len(page) > limit:
             page = page[:limit]
@@ -130,7 +143,7 @@ class ScheduleCollectionView(TenantAPIView):
         body = json_object_body(request)
         schedule, created = schedule_create(
             tenant=request.tenant, spec=schedule_spec(body), idempotency_key=key, request_hash=request_hash(body),
-            admit=admit_start_deadline,
+            actor=request_actor(request), admit=admit_start_deadline,
         )
         return Response(schedule_representation(schedule), status=_created_status(created))
 
@@ -194,6 +207,7 @@ class ScheduleDetailView(TenantAPIView):
             schedule_id=lookup_id(schedule_id),
             expected_revision=expected_revision,
             changes=changes,
+            actor=request_actor(request),
             admit=admit_start_deadline,
         )
         return Response(schedule_representation(schedule))
@@ -209,7 +223,7 @@ class ScheduleDetailView(TenantAPIView):
         responses={204: OpenApiResponse(description="Deleted"), **error_responses(401, 403, 404)},
     )
     def delete(self, request, schedule_id):
-        schedule_delete(tenant=request.tenant, schedule_id=lookup_id(schedule_id))
+        schedule_delete(tenant=request.tenant, schedule_id=lookup_id(schedule_id), actor=request_actor(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -219,15 +233,23 @@ class SchedulePauseView(TenantAPIView):
         summary="Pause a schedule",
         description=(
             "No new occurrences are materialized while paused and `nextRunAt` is null. Runs already "
-            "created are not affected. Pausing a paused schedule changes nothing."
+            "created are not affected. The body is optional: `until` (an instant after now) ends the "
+            "pause by itself then, on the database's clock, as a resume would (misfire policy "
+            "included); `reason` (one line, at most 500 characters) is shown as `pauseReason`. "
+            "Pausing a paused schedule with no body changes nothing; with `until` or `reason` they "
+            "replace the pause's (`until: null` removes its end), and a bulk action's resume no "
+            "longer ends it."
         ),
         examples=api_docs.SCHEDULE_PAUSED,
         tags=TAGS,
-        request=None,
-        responses={200: schemas.ScheduleSerializer, **error_responses(401, 403, 404, 409)},
+        request=PauseSerializer,
+        responses={200: schemas.ScheduleSerializer, **error_responses(400, 401, 403, 404, 409)},
     )
     def post(self, request, schedule_id):
-        schedule = schedule_pause(tenant=request.tenant, schedule_id=lookup_id(schedule_id))
+        given = pause_arguments(json_object_body(request, allow_empty=True))
+        schedule = schedule_pause(
+            tenant=request.tenant, schedule_id=lookup_id(schedule_id), actor=request_actor(request), **given
+        )
         return Response(schedule_representation(schedule))
 
 
@@ -247,8 +269,96 @@ class ScheduleResumeView(TenantAPIView):
         responses={200: schemas.ScheduleSerializer, **error_responses(401, 403, 404, 409)},
     )
     def post(self, request, schedule_id):
-        schedule = schedule_resume(tenant=request.tenant, schedule_id=lookup_id(schedule_id))
+        schedule = schedule_resume(
+            tenant=request.tenant, schedule_id=lookup_id(schedule_id), actor=request_actor(request)
+        )
         return Response(schedule_representation(schedule))
+
+
+class BulkPauseView(TenantAPIView):
+    @extend_schema(
+        operation_id="schedules_bulk_pause",
+        summary="Pause every schedule a filter matches",
+        description=(
+            "Pauses the caller's live schedules that carry every label of `filter.labels` and are of "
+            "`filter.jobType` (when given), with the `until` and `reason` of a single pause. The filter "
+            "must name at least one label or a jobType (an empty one is 400: it would pause "
+            "everything). `paused` counts the schedules this action paused; those already paused are "
+            "left as they are and not counted. The work is done in batches of 500, each its own "
+            "transaction: a schedule created or resumed while it runs may be missed."
+        ),
+        tags=TAGS,
+        request=BulkPauseSerializer,
+        responses={200: schemas.BulkPauseResponseSerializer, **error_responses(400, 401, 403)},
+    )
+    def post(self, request):
+        action = schedules_pause_matching(
+            tenant=request.tenant, actor=request_actor(request), **bulk_pause_arguments(json_object_body(request))
+        )
+        return Response({"actionId": action.id, "paused": action.paused})
+
+
+class BulkResumeView(TenantAPIView):
+    @extend_schema(
+        operation_id="schedules_bulk_resume",
+        summary="Resume the schedules a bulk pause paused",
+        description=(
+            "Resumes exactly the schedules the action `actionId` paused that are still paused by it: "
+            "one resumed by hand since, or paused again (which makes the pause that request's), is "
+            "left alone. Each resume applies the schedule's misfire policy. `resumed` counts the "
+            "schedules this request resumed; repeating it resumes none twice. Another tenant's "
+            "action is 404."
+        ),
+        tags=TAGS,
+        request=BulkResumeSerializer,
+        responses={200: schemas.BulkResumeResponseSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def post(self, request):
+        body = validate_body(BulkResumeSerializer, json_object_body(request))
+        action, resumed = schedules_resume_action(
+            tenant=request.tenant, action_id=body["action_id"], actor=request_actor(request)
+        )
+        return Response({"actionId": action.id, "resumed": resumed})
+
+
+class AuditView(TenantAPIView):
+    query_parameters = {"get": PAGE_PARAMETERS | {"scheduleId", "since"}}
+
+    @extend_schema(
+        operation_id="audit_list",
+        summary="Who changed which schedule, and when",
+        description=(
+            "The caller's audit entries, newest first: `create`, `update` (with the `revision` "
+            "written), `pause` (`until`, `reason`, `actionId` when a bulk action paused it), "
+            "`resume` (`timed: true` when a timed pause ended; `actionId` for a bulk resume) and "
+            "`delete`. `actor` is the API token's name (`actorKind` api), the staff user's username "
+            "(admin) or `scheduler`. Optional `scheduleId` (deleted schedules included) and `since` "
+            "(entries at or after that instant). Paged by `limit` and `cursor`."
+        ),
+        tags=["audit"],
+        parameters=[schemas.LIMIT_PARAMETER, schemas.CURSOR_PARAMETER, schemas.SCHEDULE_ID_PARAMETER,
+                    schemas.SINCE_PARAMETER],
+        responses={200: schemas.AuditListSerializer, **error_responses(400, 401, 403)},
+    )
+    def get(self, request):
+        limit = query_limit(request)
+        schedule_id = request.query_params.get("scheduleId")
+        if schedule_id is not None:
+            schedule_id = lookup_id(schedule_id)
+        since = query_instant(request, "since")
+        scope = f"audit:{request.tenant.id}"
+        before = None
+        if cursor := query_cursor(request):
+            before = decode_cursor(scope, cursor).get("before")
+            if isinstance(before, bool) or not isinstance(before, int):
+                raise InvalidRequest("invalid cursor", field="cursor")
+        page = audit_entries(tenant=request.tenant, schedule_id=schedule_id, since=since, before=before,
+                             limit=limit + 1)
+        next_cursor = None
+        if len(page) > limit:
+            page = page[:limit]
+            next_cursor = encode_cursor(scope, {"before": page[-1].id})
+        return Response({"results": [audit_entry_representation(e) for e in page], "nextCursor": next_cursor})
 
 
 class ScheduleRunsView(TenantAPIView):

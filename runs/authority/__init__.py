@@ -16,7 +16,7 @@ from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_
 from runs.authority.operations import promote_due_runs, run_cancel, run_once, run_replay
 from runs.authority.ownership import heartbeat, heartbeat_many, still_owns
 from runs.authority.progress import record_progress
-from runs.authority.resume import schedule_resume
+from runs.authority.resume import resume_due_pauses, schedule_resume, schedules_resume_action
 from runs.authority.staging import Upload, check_result_size, result_key, stage_result, stage_results
 from runs.authority.sweep import sweep_expired_leases
 from runs.authority.unknown_job_types import pass_over
@@ -45,11 +45,13 @@ __all__ = [
     "record_progress",
     "release_backfill",
     "result_key",
+    "resume_due_pauses",
     "run_cancel",
     "run_once",
     "run_replay",
     "schedule_backfill",
     "schedule_resume",
+    "schedules_resume_action",
     "stage_result",
     "stage_results",
     "still_owns",

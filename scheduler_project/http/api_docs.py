@@ -30,8 +30,12 @@ SCHEDULE = {
     "overlapPolicy": "buffer_one",
     "retry": {"maxAttempts": 3, "initialDelaySeconds": 5, "maxDelaySeconds": 300},
     "effects": {"email": {"to": ["sales@example.com"]}},
+    "labels": {"team": "sales"},
     "revision": 1,
     "paused": False,
+    "pausedUntil": None,
+    "pauseReason": None,
+    "pauseActionId": None,
     "nextRunAt": "2026-12-03T14:00:00Z",
     "nextRunAtLocal": "2026-12-03T09:00:00-05:00",
     "createdAt": "2026-12-03T06:34:21.569156Z",
@@ -83,8 +87,13 @@ SCHEDULE_CREATE = [
 ]
 SCHEDULE_LIST = [_example("A page", {"results": [SCHEDULE], "nextCursor": None}, response=True, status=200)]
 SCHEDULE_DETAIL = [_example("A schedule", SCHEDULE, response=True, status=200)]
-SCHEDULE_PAUSED = [_example("Paused", SCHEDULE | {"paused": True, "nextRunAt": None, "nextRunAtLocal": None},
-                            response=True, status=200)]
+SCHEDULE_PAUSED = [
+    _example("Until Monday morning", {"until": "2030-01-07T08:00:00Z", "reason": "quarter-end freeze"},
+             summary="A timed pause: it ends by itself then", request=True),
+    _example("Paused", SCHEDULE | {"paused": True, "nextRunAt": None, "nextRunAtLocal": None,
+                                   "pausedUntil": "2030-01-07T08:00:00Z", "pauseReason": "quarter-end freeze"},
+             response=True, status=200),
+]
 # No request examples for PATCH /schedules/{id} and POST /schedules/preview yet: the fuzz test
 # builds its cases from request examples and then reaches two validation gaps in schedules/
 # (a webhook URL of 2001 to 2008 characters is accepted although the schema says at most 2000;

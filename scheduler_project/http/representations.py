@@ -39,8 +39,12 @@ def schedule_representation(schedule) -> dict:
         "endAfterOccurrences": schedule.end_after_occurrences,
         "occurrencesMaterialized": schedule.occurrences_materialized,
         "ended": schedule_ended(schedule, now=authority_now),
+        "labels": schedule.labels,
         "revision": schedule.revision,
         "paused": schedule.paused,
+        "pausedUntil": instant(schedule.paused_until) if schedule.paused else None,
+        "pauseReason": (schedule.pause_reason or None) if schedule.paused else None,
+        "pauseActionId": schedule.pause_action_id if schedule.paused else None,
         "nextRunAt": instant(schedule.next_run_at) if not schedule.paused else None,
         "nextRunAtLocal": schedule_local_next_run(schedule) if not schedule.paused else None,
         "createdAt": instant(schedule.created_at),
@@ -79,7 +83,20 @@ def revision_representation(revision) -> dict:
         **{field: payload.get(field) for field in REVISED_FIELDS},
         "jitterSeconds": payload.get("jitterSeconds") or 0,
         "concurrencyKey": payload.get("concurrencyKey") or None,
+        "labels": payload.get("labels") or {},
         "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
+    }
+
+
+def audit_entry_representation(entry) -> dict:
+    """One audit entry: when, who (`actorKind` api, admin or scheduler), what, on which schedule."""
+    return {
+        "at": instant(entry.at),
+        "actor": entry.actor,
+        "actorKind": entry.actor_kind,
+        "action": entry.action,
+        "scheduleId": entry.schedule_id,
+        **entry.details,
     }
 
 

@@ -8,6 +8,7 @@ the services.
 
 import hashlib
 import json
+import re
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
@@ -18,8 +19,17 @@ from effects.egress import url_refusal
 from effects.messages import header_unsafe
 from schedules import recurrence
 from schedules.jitter import MAX_JITTER_SECONDS
-from schedules.models import CONCURRENCY_KEY, MisfirePolicy, OverlapPolicy
+from schedules.models import (
+    CONCURRENCY_KEY,
+    MAX_LABEL_KEY_LENGTH,
+    MAX_LABEL_VALUE_LENGTH,
+    MAX_LABELS,
+    MAX_PAUSE_REASON_LENGTH,
+    MisfirePolicy,
+    OverlapPolicy,
+)
 from schedules.specs import ScheduleSpec
+from scheduler_project.errors import InvalidRequest
 from scheduler_project.http.validation import (
     InstantField,
     StrictBooleanField,
@@ -139,6 +149,59 @@ class EmailAddressField(OneLineField):
         return value
 
 
+_LABEL_KEY = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._/-]{{0,{MAX_LABEL_KEY_LENGTH - 1}}}")
+
+
+def label_refusal(key, value) -> tuple[str, str] | None:
+    """(the field, why) when `key: value` cannot be a label; None when it can."""
+    if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
+        return "labels", (f"label key {str(key)[:80]!r} must be 1 to {MAX_LABEL_KEY_LENGTH} letters, digits or "
+                          "._/- starting with a letter or digit")
+    if not isinstance(value, str):
+        return f"labels.{key}", "a label's value must be a string"
+    if len(value) > MAX_LABEL_VALUE_LENGTH:
+        return f"labels.{key}", f"a label's value has at most {MAX_LABEL_VALUE_LENGTH} characters"
+    unsafe = header_unsafe(value)
+    if unsafe is not None:
+        return f"labels.{key}", f"must be one line without control or format characters (found U+{ord(unsafe):04X})"
+    return None
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE_LENGTH},
+                      "maxProperties": MAX_LABELS})
+class LabelsField(serializers.Field):
+    """At most MAX_LABELS string pairs; a key is a short name without ':' (the filter's
+    separator), a value one line of at most MAX_LABEL_VALUE_LENGTH characters."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("must be an object of string pairs")
+        if len(data) > MAX_LABELS:
+            raise serializers.ValidationError(f"at most {MAX_LABELS} labels")
+        for key, value in data.items():
+            refusal = label_refusal(key, value)
+            if refusal is not None:
+                field, why = refusal
+                raise serializers.ValidationError({key: [why]} if field != "labels" else [why])
+        return dict(data)
+
+
+def label_filter(values: list[str]) -> dict:
+    """`?label=k:v` (repeatable: every one must match) as {k: v}, or a 400 on `label`."""
+    if len(values) > MAX_LABELS:
+        raise InvalidRequest(f"at most {MAX_LABELS} label filters", field="label")
+    labels = {}
+    for text in values:
+        key, colon, value = text.partition(":")
+        refusal = label_refusal(key, value) if colon else ("label", "must be key:value")
+        if refusal is not None:
+            raise InvalidRequest(f"label: {refusal[1]}", field="label")
+        if labels.get(key, value) != value:
+            raise InvalidRequest(f"label: {key!r} is given two values", field="label")
+        labels[key] = value
+    return labels
+
+
 class RetrySerializer(StrictSerializer):
     maxAttempts = StrictIntegerField(required=False, min_value=1, max_value=MAX_ATTEMPTS)
     initialDelaySeconds = StrictFloatField(required=False, min_value=0, max_value=MAX_DELAY_SECONDS)
@@ -207,6 +270,7 @@ class ScheduleCreateSerializer(StrictSerializer):
         source="end_after_occurrences",
         help_text="The schedule ends once this many rule instants were materialized (manual runs not counted)",
     )
+    labels = LabelsField(required=False, help_text=f"At most {MAX_LABELS} string pairs; an edit replaces them all")
 
     def validate(self, attrs):
         if "effects" in attrs and attrs["effects"] is None:
@@ -231,6 +295,26 @@ class ScheduleUpdateSerializer(ScheduleCreateSerializer):
     recurrence = RecurrenceField(required=False)
     retry = RetrySerializer(required=False)  # an edit changes retry keys; null is not one of them
     expectedRevision = StrictIntegerField(min_value=1, max_value=MAX_REVISION, source="expected_revision")
+
+
+class PauseSerializer(StrictSerializer):
+    until = InstantField(required=False, allow_null=True, help_text="The pause ends by itself then; null: no end")
+    reason = OneLineField(required=False, allow_blank=True, max_length=MAX_PAUSE_REASON_LENGTH)
+
+
+class BulkFilterSerializer(StrictSerializer):
+    labels = LabelsField(required=False, help_text="Every one must match")
+    jobType = StrictCharField(required=False, max_length=MAX_JOB_TYPE_LENGTH, source="job_type")
+
+
+class BulkPauseSerializer(StrictSerializer):
+    filter = BulkFilterSerializer(help_text="At least one label or a jobType")
+    until = InstantField(required=False, allow_null=True)
+    reason = OneLineField(required=False, allow_blank=True, max_length=MAX_PAUSE_REASON_LENGTH)
+
+
+class BulkResumeSerializer(StrictSerializer):
+    actionId = StrictCharField(max_length=40, source="action_id")
 
 
 class PreviewSerializer(StrictSerializer):
@@ -264,6 +348,19 @@ def schedule_changes(body: dict) -> tuple[int, ScheduleSpec]:
     """(expectedRevision, the changed fields) of the edit request `body`."""
     fields = dict(validate_body(ScheduleUpdateSerializer, body))
     return fields.pop("expected_revision"), ScheduleSpec(**fields)
+
+
+def pause_arguments(body: dict) -> dict:
+    """`schedule_pause`'s `until` and `reason`, those the request gives."""
+    return dict(validate_body(PauseSerializer, body))
+
+
+def bulk_pause_arguments(body: dict) -> dict:
+    """`schedules_pause_matching`'s keyword arguments from the bulk pause request."""
+    fields = dict(validate_body(BulkPauseSerializer, body))
+    given = dict(fields.pop("filter"))
+    return {"labels": given.get("labels") or {}, "job_type": given.get("job_type"), "until": fields.get("until"),
+            "reason": fields.get("reason") or ""}
 
 
 def preview_arguments(body: dict) -> dict:

@@ -91,6 +91,7 @@ class RevisedFieldsSerializer(serializers.Serializer):
     activeUntil = serializers.DateTimeField(allow_null=True, help_text="No occurrence after it; null: open")
     endAfterOccurrences = serializers.IntegerField(
         allow_null=True, help_text="Ends once this many rule instants were materialized; null: no end by count")
+    labels = serializers.DictField(child=serializers.CharField(), help_text="At most 20 string pairs")
 
 
 class ScheduleSerializer(RevisedFieldsSerializer):
@@ -101,6 +102,9 @@ class ScheduleSerializer(RevisedFieldsSerializer):
                   "job_type_unavailable) and run once and backfill are 409 job_type_unavailable")
     revision = serializers.IntegerField()
     paused = serializers.BooleanField()
+    pausedUntil = serializers.DateTimeField(allow_null=True, help_text="A timed pause ends by itself then")
+    pauseReason = serializers.CharField(allow_null=True)
+    pauseActionId = serializers.CharField(allow_null=True, help_text="The bulk pause whose pause this is")
     nextRunAt = serializers.DateTimeField(allow_null=True)
     nextRunAtLocal = serializers.CharField(allow_null=True)
     occurrencesMaterialized = serializers.IntegerField(
@@ -114,6 +118,34 @@ class ScheduleSerializer(RevisedFieldsSerializer):
 
 class ScheduleListSerializer(serializers.Serializer):
     results = ScheduleSerializer(many=True)
+    nextCursor = serializers.CharField(allow_null=True)
+
+
+class BulkPauseResponseSerializer(serializers.Serializer):
+    actionId = serializers.CharField()
+    paused = serializers.IntegerField(help_text="The schedules this action paused (not those paused before)")
+
+
+class BulkResumeResponseSerializer(serializers.Serializer):
+    actionId = serializers.CharField()
+    resumed = serializers.IntegerField(help_text="The schedules this request resumed")
+
+
+class AuditEntrySerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    actor = serializers.CharField(help_text="The token's name, the staff user's username, or scheduler")
+    actorKind = serializers.ChoiceField(choices=AuthorKind.values)
+    action = serializers.ChoiceField(choices=["create", "update", "pause", "resume", "delete"])
+    scheduleId = serializers.CharField()
+    revision = serializers.IntegerField(required=False, help_text="create and update: the revision written")
+    until = serializers.DateTimeField(required=False, help_text="pause: when it ends by itself")
+    reason = serializers.CharField(required=False)
+    actionId = serializers.CharField(required=False, help_text="the bulk action of the pause or resume")
+    timed = serializers.BooleanField(required=False, help_text="resume: the end of a timed pause")
+
+
+class AuditListSerializer(serializers.Serializer):
+    results = AuditEntrySerializer(many=True)
     nextCursor = serializers.CharField(allow_null=True)
 
 
@@ -364,6 +396,11 @@ class RequiredPatchFieldsSchema(AutoSchema):
 
 LIMIT_PARAMETER = OpenApiParameter("limit", int, description="1 to 200 (default 50)")
 CURSOR_PARAMETER = OpenApiParameter("cursor", str, description="Opaque cursor from nextCursor")
+LABEL_PARAMETER = OpenApiParameter(
+    "label", str, many=True, description="`key:value`; repeatable, every one must match (at most 20)"
+)
+SCHEDULE_ID_PARAMETER = OpenApiParameter("scheduleId", str, description="Only this schedule's entries")
+SINCE_PARAMETER = OpenApiParameter("since", OpenApiTypes.DATETIME, description="Only entries at or after this instant")
 IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, description="1 to 255 printable ASCII characters"
 )

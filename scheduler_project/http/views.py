@@ -10,6 +10,8 @@ from rest_framework import serializers
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.views import APIView
 
+from schedules.audit import Actor
+from schedules.models import AuthorKind
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http.auth import TenantTokenAuthentication, WorkerTokenAuthentication
 from scheduler_project.http.validation import InstantField
@@ -64,6 +66,11 @@ class WorkerAPIView(StrictAPIView):
     """Authenticated by a worker token; `request.worker_token` is the caller."""
 
     authentication_classes = [WorkerTokenAuthentication]
+
+
+def request_actor(request) -> Actor:
+    """The author of a tenant request's change: its token, by name."""
+    return Actor(AuthorKind.API, request.auth.name)
 
 
 def query_integer(request, name: str, *, default: int | None, minimum: int, maximum: int) -> int | None:

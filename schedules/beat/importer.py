@@ -19,6 +19,7 @@ from schedules import recurrence
 from schedules.beat.instants import beat_cron_instants, dst_notes
 from schedules.beat.rules import Translation, translate
 from schedules.celery_tasks import CELERY_TASK_JOB_TYPE
+from schedules.audit import Actor
 from schedules.models import AuthorKind, BeatImport, JobType, Tenant
 from schedules.services import schedule_create
 from schedules.specs import ScheduleSpec, validate_params
@@ -164,7 +165,7 @@ def _create(tenant: Tenant, plan: RowPlan) -> str:
         overlap_policy="allow",  # beat sends every instant whatever still runs
         **translation.misfire,
     )
-    schedule, _ = schedule_create(tenant=tenant, spec=spec, author_kind=AuthorKind.ADMIN)
+    schedule, _ = schedule_create(tenant=tenant, spec=spec, actor=Actor(AuthorKind.ADMIN, "import_beat"))
     BeatImport.objects.create(tenant=tenant, periodic_task_name=plan.name, periodic_task_id=plan.periodic_task_id,
                               schedule=schedule)
     return schedule.id
