@@ -22,7 +22,6 @@ from schedules import recurrence
 
 PLANNING_SECONDS = 1.0  # planning a transaction's batch stops after about this long
 WALK_UNDER_LOCK = 20_000  # instants a plan under locks may walk: ~0.2 s of the slowest rules
-CRON_MIN_PERIOD_SECONDS = 60  # a cron rule fires at most once a minute
 
 Planned = tuple[recurrence.Rule, CatchUpPlan]
 
@@ -77,7 +76,7 @@ class WavePlans:
         if key not in self._plans and key[1] is not None and key[1] < self.now:
             rule = self.rule(schedule)
             if rule.kind not in ("after_completion", "once"):
-                period = rule.every_seconds if rule.kind == "interval" else CRON_MIN_PERIOD_SECONDS
+                period = rule.every_seconds if rule.kind == "interval" else recurrence.min_period_seconds(rule.cron)
                 return int((self.now - key[1]).total_seconds() // period) + 1
         return 1
 

@@ -18,6 +18,7 @@ from effects.egress import url_refusal
 from effects.messages import header_unsafe
 from schedules import recurrence
 from schedules.jitter import MAX_JITTER_SECONDS
+from schedules.recurrence import MAX_HASH_KEY_LENGTH
 from schedules.models import MisfirePolicy, OverlapPolicy
 from schedules.specs import ScheduleSpec
 from scheduler_project.http.validation import (
@@ -51,7 +52,15 @@ class RecurrenceSerializer(serializers.Serializer):
 
     kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once"])
     cron = serializers.CharField(
-        required=False, max_length=recurrence.MAX_CRON_LENGTH, help_text="5-field cron (kind=cron)"
+        required=False, max_length=recurrence.MAX_CRON_LENGTH,
+        help_text="kind=cron: 5 fields, or 6 with seconds first; L, W, #, ?, H and @ macros (docs/api.md)",
+    )
+    dialect = serializers.ChoiceField(
+        choices=list(recurrence.DIALECTS), required=False,
+        help_text="kind=cron: how the day fields combine; default vixie",
+    )
+    hashKey = serializers.CharField(
+        required=False, read_only=True, help_text="kind=cron with H: the schedule's id, which fixes H's values",
     )
     timezone = serializers.CharField(required=False, help_text="IANA time-zone name; default UTC")
     everySeconds = serializers.IntegerField(required=False, min_value=1, help_text="kind=interval")
@@ -202,6 +211,11 @@ class PreviewSerializer(StrictSerializer):
     recurrence = RecurrenceField(source="rule")
     count = StrictIntegerField(required=False, min_value=1, max_value=MAX_PREVIEW_COUNT)
     after = InstantField(required=False, allow_null=True, help_text="Exclusive; default now")
+    hashKey = StrictCharField(
+        required=False, min_length=1, max_length=MAX_HASH_KEY_LENGTH, source="hash_key",
+        validators=[RegexValidator(r"^[ -~]+$", message="printable ASCII only")],
+        help_text="Fixes the values of H in a cron rule, as a schedule's id does (preview H before creating)",
+    )
 
 
 class RunOnceSerializer(StrictSerializer):
@@ -221,8 +235,13 @@ def schedule_changes(body: dict) -> tuple[int, ScheduleSpec]:
 
 
 def preview_arguments(body: dict) -> dict:
-    """`schedule_preview`'s keyword arguments (rule, after, count) from the preview request."""
-    return dict(validate_body(PreviewSerializer, body))
+    """`schedule_preview`'s keyword arguments (rule, after, count) from the preview request;
+    a `hashKey` fixes the rule's `H` values."""
+    arguments = dict(validate_body(PreviewSerializer, body))
+    hash_key = arguments.pop("hash_key", None)
+    if hash_key is not None:
+        arguments["rule"] = arguments["rule"].keyed(hash_key)
+    return arguments
 
 
 def run_once_arguments(body: dict) -> dict:

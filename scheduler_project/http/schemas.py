@@ -87,6 +87,15 @@ class RevisedFieldsSerializer(serializers.Serializer):
     jitterSeconds = serializers.IntegerField(help_text="Occurrences are due up to this many seconds late; 0: none")
 
 
+class RuleWarningSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="ambiguous_day_fields: both cron day fields are restricted")
+    message = serializers.CharField()
+    alternatives = serializers.DictField(
+        child=serializers.ListField(child=serializers.DateTimeField()),
+        help_text="Each dialect (vixie, and, or): the rule's next 5 instants under it",
+    )
+
+
 class ScheduleSerializer(RevisedFieldsSerializer):
     scheduleId = serializers.CharField()
     jobType = serializers.CharField()
@@ -99,6 +108,8 @@ class ScheduleSerializer(RevisedFieldsSerializer):
     nextRunAtLocal = serializers.CharField(allow_null=True)
     createdAt = serializers.DateTimeField()
     updatedAt = serializers.DateTimeField()
+    warnings = RuleWarningSerializer(many=True, required=False,
+                                     help_text="Create, edit and GET answers: about the rule, e.g. ambiguous_day_fields")
 
 
 class ScheduleListSerializer(serializers.Serializer):
@@ -124,6 +135,7 @@ class PreviewInstantSerializer(serializers.Serializer):
 
 class PreviewResponseSerializer(serializers.Serializer):
     instants = PreviewInstantSerializer(many=True)
+    warnings = RuleWarningSerializer(many=True)
 
 
 class ScheduleInstantSerializer(PreviewInstantSerializer):

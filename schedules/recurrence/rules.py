@@ -7,7 +7,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
-from schedules.recurrence.cron import compile_cron, next_cron, normalize_cron
+from schedules.recurrence.cron import (
+    DEFAULT_DIALECT,
+    DIALECTS,
+    MAX_HASH_KEY_LENGTH,
+    compile_cron,
+    next_cron,
+    normalize_cron,
+    uses_hash,
+)
 from schedules.recurrence.errors import InvalidRecurrence, InvalidTimezone
 from schedules.recurrence.instants import EARLIEST, LATEST, UTC, InstantOutOfRange, parse_instant, renderable
 # Ten years: long enough for any real schedule, small enough that instant arithmetic
@@ -27,6 +35,8 @@ class Rule:
     anchor: datetime | None = None  # interval only; None until `anchored`
     delay_seconds: int | None = None
     at: datetime | None = None  # once only: the single instant
+    dialect: str = DEFAULT_DIALECT  # cron only: how the day fields combine (cron.DIALECTS)
+    hash_key: str | None = None  # cron with H only: what fixes H's values (a schedule's id)
 
     def anchored(self, default_anchor: datetime) -> Rule:
         """This rule; an interval rule without an anchor takes ``default_anchor``."""
@@ -36,9 +46,16 @@ class Rule:
             raise ValueError("default_anchor must be a timezone-aware datetime")
         return replace(self, anchor=default_anchor.astimezone(UTC))
 
+    def keyed(self, hash_key: str) -> Rule:
+        """This rule with ``H`` fixed by ``hash_key`` (a schedule's id); other rules unchanged."""
+        if self.kind != "cron" or not uses_hash(self.cron) or self.hash_key == hash_key:
+            return self
+        return replace(self, hash_key=hash_key)
+
     def to_dict(self) -> dict:
         if self.kind == "cron":
-            return {"kind": "cron", "cron": self.cron, "timezone": self.timezone}
+            data = {"kind": "cron", "cron": self.cron, "timezone": self.timezone, "dialect": self.dialect}
+            return {**data, "hashKey": self.hash_key} if self.hash_key is not None else data
         if self.kind == "interval":
             return {
                 "kind": "interval",
@@ -57,7 +74,7 @@ class Rule:
 # --------------------------------------------------------------------------------------
 
 _ALLOWED_KEYS = {
-    "cron": frozenset({"kind", "cron", "timezone"}),
+    "cron": frozenset({"kind", "cron", "timezone", "dialect", "hashKey"}),
     "interval": frozenset({"kind", "everySeconds", "anchor", "timezone"}),
     "after_completion": frozenset({"kind", "delaySeconds", "timezone"}),
     "once": frozenset({"kind", "at", "timezone"}),
@@ -96,8 +113,14 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
         expression = data["cron"]
         if not isinstance(expression, str):
             raise InvalidRecurrence("recurrence.cron must be a string", "recurrence.cron")
+        dialect = data.get("dialect", DEFAULT_DIALECT)
+        if not isinstance(dialect, str) or dialect not in DIALECTS:
+            raise InvalidRecurrence(f"recurrence.dialect must be one of: {', '.join(DIALECTS)}", "recurrence.dialect")
+        hash_key = _parse_hash_key(data["hashKey"], "recurrence.hashKey") if "hashKey" in data else None
         normalized = normalize_cron(expression)
-        return Rule(kind="cron", timezone=zone_name, cron=normalized)
+        compile_cron(normalized, dialect)  # the dialect decides whether the day fields can ever match
+        return Rule(kind="cron", timezone=zone_name, cron=normalized, dialect=dialect,
+                    hash_key=hash_key if uses_hash(normalized) else None)
 
     if kind == "interval":
         every = _parse_seconds(data, "everySeconds", minimum=1)
@@ -116,6 +139,12 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
 
     delay = _parse_seconds(data, "delaySeconds", minimum=0)
     return Rule(kind="after_completion", timezone=zone_name, delay_seconds=delay)
+
+
+def _parse_hash_key(value: object, field: str) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_HASH_KEY_LENGTH or not value.isprintable():
+        raise InvalidRecurrence(f"{field} must be a printable string of 1 to {MAX_HASH_KEY_LENGTH} characters", field)
+    return value
 
 
 def _parse_seconds(data: dict, key: str, minimum: int) -> int:
@@ -180,7 +209,7 @@ def next_after(rule: Rule, after: datetime) -> datetime | None:
     after = _as_utc(after)
     try:
         if rule.kind == "cron":
-            found = next_cron(compile_cron(rule.cron), _zone(rule.timezone), after)
+            found = next_cron(compile_cron(rule.cron, rule.dialect, rule.hash_key), _zone(rule.timezone), after)
         elif rule.kind == "interval":
             found = _next_interval(rule.anchor, rule.every_seconds, after)
         elif rule.kind == "after_completion":
