@@ -94,3 +94,32 @@ def test_hostile_cron_is_invalid_cron_naming_the_field(client, text, field):
 def test_hostile_hash_key_is_a_400(client, key):
     response = client.post(PREVIEW, {"recurrence": cron("H * * * *"), "hashKey": key}, format="json")
     assert response.status_code == 400 and response.json()["error"]["details"]["field"].endswith("hashKey")
+
+
+ADD_URL = "/admin/schedules/schedule/add/"
+
+
+def admin_add_form(tenant, **overrides) -> dict:
+    return {
+        "tenant": tenant.id, "name": "first monday", "job_type": "demo.sleep", "params": '{"seconds": 0}',
+        "recurrence_kind": "cron", "cron": "0 9 1-7 * mon", "dialect": "vixie", "timezone": "UTC",
+        "every_seconds": "", "anchor": "", "delay_seconds": "",
+        "misfire_policy": "latest_only", "misfire_grace_seconds": "60", "overlap_policy": "buffer_one",
+        "retry_max_attempts": "", "retry_initial_delay_seconds": "", "retry_max_delay_seconds": "",
+        "effects": "{}", "expected_revision": "", "previewed": "", **overrides,
+    }
+
+
+def test_admin_shows_the_warning_with_each_dialect_then_saves_the_chosen_dialect(admin_client, tenant):
+    first = admin_client.post(ADD_URL, admin_add_form(tenant))
+    lines = first.context["adminform"].form.preview
+    assert len(lines) == 5 + 4 and lines[5].startswith("warning ambiguous_day_fields")
+    assert [line.split(":")[0] for line in lines[6:]] == ["under vixie", "under and", "under or"]
+    assert not Schedule.objects.exists()
+    chosen = admin_client.post(ADD_URL, admin_add_form(tenant, dialect="and"))  # a changed rule: shown again
+    assert chosen.status_code == 200 and not Schedule.objects.exists()
+    form = chosen.context["adminform"].form
+    saved = admin_client.post(ADD_URL, {name: "" if form[name].value() is None else str(form[name].value())
+                                        for name in form.fields})
+    assert saved.status_code == 302
+    assert Schedule.objects.get().recurrence["dialect"] == "and"
