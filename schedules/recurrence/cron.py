@@ -216,7 +216,9 @@ def compile_cron(expression: str, dialect: str = DEFAULT_DIALECT, hash_key: str 
         weekday_restricted=bool(weekday_specials) or len(weekdays) < 7,
         dialect=dialect,
     )
-    if not _ever_matches(spec):
+    # Checked without a key (as a request is validated): a key's H values never make a
+    # stored rule raise; one that can never match just has no next instant.
+    if hash_key is None and not _ever_matches(spec):
         raise InvalidCron("day-of-month never occurs in the selected months"
                           + ("" if spec.day_or or not spec.weekday_restricted else " on the selected days of week"))
     return spec

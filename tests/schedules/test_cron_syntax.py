@@ -451,3 +451,14 @@ def test_croniter_shadow_has_no_opinion_on_syntax_it_lacks():
     from schedules.recurrence.shadow import croniter_next
 
     assert croniter_next(rule("0 0 L-3 * *"), datetime(2026, 1, 1, tzinfo=UTC)) is NotImplemented
+
+
+def test_h_that_picks_a_month_without_the_day_gives_no_instant_in_bounded_time():
+    # `31 H`: the request is valid (some months have a 31st); a key may pick one that has
+    # none. That stored rule never raises: it has no next instant, found in bounded time.
+    keyed = [rule("0 0 31 H *", key=f"k{n}") for n in range(40)]
+    never = [r for r in keyed if compile_cron(r.cron, hash_key=r.hash_key).months[0] in (2, 4, 6, 9, 11)]
+    assert never
+    began = time.perf_counter()
+    assert next_after(never[0], datetime(2026, 1, 1, tzinfo=UTC)) is None
+    assert time.perf_counter() - began < 1
