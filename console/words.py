@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 from schedules.recurrence import RecurrenceError, parse_rule
-from schedules.recurrence.cron import compile_cron, value_ranges
+from schedules.recurrence.cron import DEFAULT_DIALECT, compile_cron, value_ranges
 
 DAYS = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 MONTHS = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -56,7 +56,7 @@ def rule_in_words(recurrence: dict) -> str:
         return f"{duration(rule.delay_seconds)} after the previous run ends"
     if rule.kind == "rrule":
         return rrule_in_words(rule) + zone
-    return cron_in_words(rule.cron) + zone
+    return cron_in_words(rule.cron, rule.dialect, rule.hash_key) + zone
 
 
 def rrule_in_words(rule) -> str:
@@ -72,11 +72,13 @@ def rrule_in_words(rule) -> str:
 
 
 def rule_syntax(recurrence: dict) -> str:
-    """The rule as written: the cron expression itself, or the fields of another kind."""
+    """The rule as written: the cron expression itself (its dialect named unless the default),
+    or the fields of another kind."""
     if not isinstance(recurrence, dict):
         return "-"
     if recurrence.get("kind") == "cron":
-        return f"cron {recurrence.get('cron')}"
+        dialect = recurrence.get("dialect", DEFAULT_DIALECT)
+        return f"cron {recurrence.get('cron')}" + (f" (dialect {dialect})" if dialect != DEFAULT_DIALECT else "")
     if recurrence.get("kind") == "rrule":
         return f"RRULE:{recurrence.get('rrule')} DTSTART:{recurrence.get('dtstart')}"
     fields = " ".join(f"{key}={value}" for key, value in recurrence.items() if key not in ("kind", "timezone"))
@@ -93,13 +95,17 @@ def duration(seconds: float) -> str:
     return f"{seconds} seconds" if seconds != 1 else "second"
 
 
-def cron_in_words(cron: str) -> str:
+def cron_in_words(cron: str, dialect: str = DEFAULT_DIALECT, hash_key: str | None = None) -> str:
+    """The rule's values as compiled (H resolved with `hash_key`, the schedule's id), the day
+    fields combined as its dialect combines them."""
     try:
-        spec = compile_cron(cron)
+        spec = compile_cron(cron, dialect, hash_key)
     except (RecurrenceError, ValueError):
         return f"cron {cron}"
     minutes, hours = list(spec.minutes), list(spec.hours)
     when, repeating = _time_of_day(minutes, hours)
+    if spec.seconds != (0,):
+        when, repeating = _with_seconds(list(spec.seconds), minutes, hours, when)
     days = _days(spec)
     months = "" if len(spec.months) == 12 else " in " + _listed([MONTHS[m] for m in spec.months], spec.months)
     if not days and not months:
@@ -133,6 +139,22 @@ def _time_of_day(minutes: list[int], hours: list[int]) -> tuple[str, bool]:
     return f"at minutes {_ranges(minutes)} past {past}", True
 
 
+def _with_seconds(seconds: list[int], minutes: list[int], hours: list[int], when: str) -> tuple[str, bool]:
+    """A 6-field rule's time of day: `at 09:00:30`, `every 15 seconds`, `at seconds 10, 40 of ...`."""
+    if len(seconds) == 1 and len(minutes) * len(hours) <= LISTED:
+        return "at " + _and([f"{h:02d}:{m:02d}:{seconds[0]:02d}" for h in hours for m in minutes]), False
+    step = _step(seconds, 60)
+    if len(seconds) == 60:
+        part = "every second"
+    elif step and len(seconds) > 2 and seconds[0] < step:
+        part = f"every {step} seconds" + (f" from :{seconds[0]:02d}" if seconds[0] else "")
+    else:
+        part = f"at second{'s' if len(seconds) > 1 else ''} {_ranges(seconds)}"
+    if len(minutes) == 60 and len(hours) == 24:
+        return part, True
+    return f"{part} of {'every minute' if len(minutes) == 60 else when.removeprefix('at ')}", True
+
+
 def _hour_span(hours: list[int], minutes: list[int]) -> str:
     """` from 09:00 to 17:55` when the hours are one run of consecutive hours."""
     if hours != list(range(hours[0], hours[-1] + 1)):
@@ -149,12 +171,40 @@ def _step(values: list[int], size: int) -> int:
 
 
 def _days(spec) -> str:
-    weekdays = " on " + _weekdays(sorted(spec.weekdays)) if spec.weekday_restricted else ""
-    month_days = (f" on day{'s' if len(spec.days) > 1 else ''} {_ranges(list(spec.days))} of the month"
-                  if spec.day_restricted else "")
-    if weekdays and month_days:  # Vixie cron: either day field matching is enough
-        return f"{month_days} or{weekdays}"
-    return weekdays or month_days
+    """The day part, as the spec's dialect combines the fields (spec.day_or: either matching
+    is enough; else both must, a field admitting every day then saying nothing)."""
+    month_days = _month_days_in_words(spec) if spec.day_restricted else ""
+    weekdays = _weekdays_in_words(spec) if spec.weekday_restricted else ""
+    if spec.day_or:
+        if not month_days or not weekdays:  # one side admits every day: so does the rule
+            return ""
+        return f" on {month_days} or on {weekdays}"
+    if month_days and weekdays:
+        return f" on {month_days} when it is {weekdays}"
+    return f" on {month_days or weekdays}" if month_days or weekdays else ""
+
+
+_ORDINALS = {1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 5: "5th"}
+
+
+def _month_days_in_words(spec) -> str:
+    parts = [f"day{'s' if len(spec.days) > 1 else ''} {_ranges(list(spec.days))} of the month"] if spec.days else []
+    for special in spec.day_specials:
+        if special[0] == "last":
+            parts.append("the last day of the month" if not special[1] else
+                         f"{special[1]} day{'s' if special[1] > 1 else ''} before the last day of the month")
+        elif special[0] == "nearest":
+            parts.append(f"the weekday nearest day {special[1]} of the month")
+        else:
+            parts.append("the last weekday of the month")
+    return " or ".join(parts)
+
+
+def _weekdays_in_words(spec) -> str:
+    parts = [_weekdays(sorted(spec.weekdays))] if spec.weekdays else []
+    for weekday, nth in spec.weekday_specials:
+        parts.append(f"the {'last' if nth == 0 else _ORDINALS[nth]} {DAYS[weekday]} of the month")
+    return " or ".join(parts)
 
 
 def _weekdays(days: list[int]) -> str:

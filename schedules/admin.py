@@ -153,7 +153,7 @@ class DeletedFilter(admin.SimpleListFilter):
         return queryset.filter(deleted_at__isnull=(value == "no"))
 
 
-RECURRENCE = ("recurrence_kind", "cron", "timezone", "every_seconds", "anchor", "delay_seconds",
+RECURRENCE = ("recurrence_kind", "cron", "dialect", "timezone", "every_seconds", "anchor", "delay_seconds",
               "rrule", "dtstart", "exdates", "rdates")
 POLICIES = (
     "misfire_policy", "misfire_grace_seconds", "overlap_policy",

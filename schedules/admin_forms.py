@@ -11,7 +11,7 @@ from django import forms
 
 from schedules.audit import Actor
 from schedules.models import AuthorKind, JobType, MisfirePolicy, OverlapPolicy, Schedule, Tenant
-from schedules.services import schedule_create, schedule_preview, schedule_update
+from schedules.services import rule_warnings, schedule_create, schedule_preview, schedule_update
 from schedules.specs import DEFAULT_POLICIES
 from scheduler_project.clock import instant
 from runs.capacity.admission import admit_start_deadline
@@ -21,9 +21,10 @@ PREVIEW_COUNT = 5
 RECURRENCE_KINDS = [("cron", "cron"), ("interval", "interval"), ("after_completion", "after completion"),
                     ("rrule", "RRULE")]
 # Form field -> key of the request body's recurrence object, per kind (timezone for every kind).
-RECURRENCE_KEYS = {"cron": "cron", "every_seconds": "everySeconds", "anchor": "anchor", "delay_seconds": "delaySeconds",
-                   "rrule": "rrule", "dtstart": "dtstart", "exdates": "exdates", "rdates": "rdates"}
-KIND_FIELDS = {"cron": ("cron",), "interval": ("every_seconds", "anchor"), "after_completion": ("delay_seconds",),
+RECURRENCE_KEYS = {"cron": "cron", "dialect": "dialect", "every_seconds": "everySeconds", "anchor": "anchor",
+                   "delay_seconds": "delaySeconds", "rrule": "rrule", "dtstart": "dtstart", "exdates": "exdates",
+                   "rdates": "rdates"}
+KIND_FIELDS = {"cron": ("cron", "dialect"), "interval": ("every_seconds", "anchor"), "after_completion": ("delay_seconds",),
                "rrule": ("rrule", "dtstart", "exdates", "rdates")}
 RECURRENCE_FIELDS = ("recurrence_kind", "timezone", *RECURRENCE_KEYS)
 RETRY_KEYS = {
@@ -76,10 +77,14 @@ def zoned(moment: datetime | None, zone_name: str) -> str:
 
 
 def preview_lines(rule) -> list[str]:
-    """The next instants of `rule` as the admin shows them: local with the zone named, and UTC."""
+    """The next instants of `rule` as the admin shows them: local with the zone named, and UTC;
+    then its warnings (both cron day fields restricted: each dialect's next instants)."""
     lines = [f"{zoned(at, rule.timezone)} = {instant(at)}" for at, _ in schedule_preview(rule=rule, count=PREVIEW_COUNT)]
     if rule.kind == "after_completion":  # one instant: the delay after a run ending now
         return [f"{rule.delay_seconds}s after the previous run ends; for a run ending now: {line}" for line in lines]
+    for warning in rule_warnings(rule):
+        lines.append(f"warning {warning['code']}: {warning['message']}")
+        lines += [f"under {dialect}: {', '.join(at) or 'never'}" for dialect, at in warning["alternatives"].items()]
     return lines
 
 
@@ -95,6 +100,8 @@ def recurrence_body(values: dict) -> dict:
 
 def recurrence_initial(recurrence: dict) -> dict:
     initial = {field: recurrence.get(key) for field, key in RECURRENCE_KEYS.items()}
+    if recurrence.get("kind") == "cron":
+        initial["dialect"] = recurrence.get("dialect") or "vixie"
     return {**initial, "recurrence_kind": recurrence.get("kind"), "timezone": recurrence.get("timezone", "UTC")}
 
 
@@ -108,7 +115,14 @@ class ScheduleForm(forms.ModelForm):
     job_type = forms.ModelChoiceField(JobType.objects.filter(enabled=True).order_by("name"))
     params = forms.JSONField(required=False, initial=dict, help_text="A JSON object, checked against the job type's parameter schema.")
     recurrence_kind = forms.ChoiceField(label="Recurrence", choices=RECURRENCE_KINDS, initial="cron")
-    cron = forms.CharField(required=False, strip=False, help_text="cron: 5 fields (or @daily, ...) on the zone's wall clock.")
+    cron = forms.CharField(required=False, strip=False,
+                           help_text="cron: 5 fields, or 6 with seconds first (or @daily, ...) on the zone's wall "
+                                     "clock; L, W, #, ? and H (fixed by the schedule's id once saved) as in docs/api.md.")
+    dialect = forms.ChoiceField(
+        required=False, initial="vixie", choices=[(d, d) for d in ("vixie", "and", "or")],
+        help_text="cron: how the two day fields combine when both are restricted. vixie: either matches unless a "
+                  "field begins with '*'; and: both must match (celery crontab); or: either matches unless one is '*'.",
+    )
     timezone = forms.CharField(initial="UTC", help_text="IANA zone name, e.g. America/New_York.")
     every_seconds = forms.IntegerField(required=False, help_text="interval: seconds between instants.")
     anchor = forms.CharField(required=False, help_text="interval: an ISO 8601 instant; default: the time of saving.")
@@ -216,7 +230,8 @@ class ScheduleForm(forms.ModelForm):
     def _show_preview(self, rule: dict) -> None:
         from scheduler_project.http.schedule_requests import preview_arguments  # on use, see _request_spec
 
-        arguments = preview_arguments({"recurrence": rule})
+        body = {"recurrence": rule, **({"hashKey": self.instance.id} if self.editing else {})}
+        arguments = preview_arguments(body)
         self.preview = preview_lines(arguments["rule"])
         self.data = self.data.copy()
         self.data[self.add_prefix("previewed")] = canonical(rule)  # saving this rule next is confirmed

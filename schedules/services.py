@@ -60,7 +60,8 @@ def schedule_create(
             field="jobType",
             details={"validJobTypes": valid},
         )
-    spec = spec.anchored(authority_now())
+    schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
+    spec = spec.anchored(authority_now()).keyed(schedule.id)
     payload = spec.payload_over(default_payload(job_type))
     validate_params(job_type, payload["params"])
     validate_retry(payload["retry"])
@@ -69,7 +70,6 @@ def schedule_create(
         raise JobTypeForbidden(f"this tenant may not use job type {job_type.name}")
     check_celery_task_allowed(tenant, job_type.name, payload["params"])
 
-    schedule = Schedule(tenant=tenant, job_type=job_type, revision=1)
     schedule.bucket = due_bucket(schedule.id)
     _apply_payload(schedule, payload)
     for _ in range(ADMISSION_ATTEMPTS):
@@ -153,7 +153,7 @@ def schedule_update(
     """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict.
     `admit` as for schedule_create, with the edited schedule: computed on the revision read
     before the transaction, and again if another revision is current by then."""
-    changes = changes.anchored(authority_now())
+    changes = changes.anchored(authority_now()).keyed(schedule_id)
     for _ in range(ADMISSION_ATTEMPTS):
         admission, seen = _edit_admission(admit, tenant, schedule_id, changes) if admit else (None, None)
         try:
@@ -292,6 +292,15 @@ def schedule_preview(*, rule: recurrence.Rule, after: datetime | None = None, co
     # after_completion: one instant, the delay after a run that would end at `after`.
     instants = recurrence.preview(rule, after, 1 if rule.kind == "after_completion" else count)
     return [(instant, recurrence.local_rendering(rule, instant)) for instant in instants]
+
+
+def rule_warnings(rule: recurrence.Rule | None, after: datetime | None = None) -> list[dict]:
+    """The answer's `warnings` about `rule` (today: `ambiguous_day_fields`), instants after `after` (default now)."""
+    if rule is None:
+        return []
+    from schedules.recurrence.dialects import day_field_warnings
+
+    return day_field_warnings(rule, after or authority_now())
 
 
 def _apply_payload(schedule: Schedule, payload: dict) -> None:

@@ -46,6 +46,12 @@ class ScheduleSpec:
             return self
         return replace(self, recurrence=self.recurrence.anchored(now))
 
+    def keyed(self, schedule_id: str) -> "ScheduleSpec":
+        """A cron rule's `H` is fixed by the schedule's id: a stored rule carries it as `hashKey`."""
+        if self.recurrence is None:
+            return self
+        return replace(self, recurrence=self.recurrence.keyed(schedule_id))
+
     def payload_over(self, base: dict) -> dict:
         """The revision payload: the given fields over `base` (the current payload or the defaults)."""
         given = {

@@ -21,6 +21,7 @@ from schedules.selectors import (
     schedules_list,
 )
 from schedules.services import (
+    rule_warnings,
     schedule_create,
     schedule_delete,
     schedule_pause,
@@ -38,6 +39,7 @@ from scheduler_project.http.representations import (
     preview_representation,
     revision_representation,
     run_representation,
+    schedule_detail_representation,
     schedule_instants_representation,
     schedule_representation,
 )
@@ -145,7 +147,7 @@ class ScheduleCollectionView(TenantAPIView):
             tenant=request.tenant, spec=schedule_spec(body), idempotency_key=key, request_hash=request_hash(body),
             actor=request_actor(request), admit=admit_start_deadline,
         )
-        return Response(schedule_representation(schedule), status=_created_status(created))
+        return Response(schedule_detail_representation(schedule), status=_created_status(created))
 
 
 class SchedulePreviewView(TenantAPIView):
@@ -164,8 +166,10 @@ class SchedulePreviewView(TenantAPIView):
         responses={200: schemas.PreviewResponseSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request):
-        instants = schedule_preview(**preview_arguments(json_object_body(request)))
-        return Response(preview_representation(instants))
+        arguments = preview_arguments(json_object_body(request))
+        instants = schedule_preview(**arguments)
+        return Response({**preview_representation(instants),
+                         "warnings": rule_warnings(arguments["rule"], arguments.get("after"))})
 
 
 class ScheduleDetailView(TenantAPIView):
@@ -184,7 +188,7 @@ class ScheduleDetailView(TenantAPIView):
     )
     def get(self, request, schedule_id):
         schedule = schedule_get(tenant=request.tenant, schedule_id=lookup_id(schedule_id))
-        return Response(schedule_representation(schedule))
+        return Response(schedule_detail_representation(schedule))
 
     @extend_schema(
         operation_id="schedules_update",
@@ -210,7 +214,7 @@ class ScheduleDetailView(TenantAPIView):
             actor=request_actor(request),
             admit=admit_start_deadline,
         )
-        return Response(schedule_representation(schedule))
+        return Response(schedule_detail_representation(schedule))
 
     @extend_schema(
         operation_id="schedules_destroy",
@@ -250,7 +254,7 @@ class SchedulePauseView(TenantAPIView):
         schedule = schedule_pause(
             tenant=request.tenant, schedule_id=lookup_id(schedule_id), actor=request_actor(request), **given
         )
-        return Response(schedule_representation(schedule))
+        return Response(schedule_detail_representation(schedule))
 
 
 class ScheduleResumeView(TenantAPIView):
@@ -272,7 +276,7 @@ class ScheduleResumeView(TenantAPIView):
         schedule = schedule_resume(
             tenant=request.tenant, schedule_id=lookup_id(schedule_id), actor=request_actor(request)
         )
-        return Response(schedule_representation(schedule))
+        return Response(schedule_detail_representation(schedule))
 
 
 class BulkPauseView(TenantAPIView):

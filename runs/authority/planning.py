@@ -23,7 +23,6 @@ from schedules.selectors import occurrences_left
 
 PLANNING_SECONDS = 1.0  # planning a transaction's batch stops after about this long
 WALK_UNDER_LOCK = 20_000  # instants a plan under locks may walk: ~0.2 s of the slowest rules
-CRON_MIN_PERIOD_SECONDS = 60  # a cron rule fires at most once a minute
 RRULE_MIN_PERIOD_SECONDS = 1  # an RRULE may fire every second (FREQ=SECONDLY, rdates)
 
 Planned = tuple[recurrence.Rule, CatchUpPlan]
@@ -83,8 +82,12 @@ class WavePlans:
         if key not in self._plans and key[1] is not None and key[1] < self.now:
             rule = self.rule(schedule)
             if rule.kind not in ("after_completion", "once"):
-                period = {"interval": rule.every_seconds, "rrule": RRULE_MIN_PERIOD_SECONDS}.get(
-                    rule.kind, CRON_MIN_PERIOD_SECONDS)
+                if rule.kind == "interval":
+                    period = rule.every_seconds
+                elif rule.kind == "rrule":
+                    period = RRULE_MIN_PERIOD_SECONDS
+                else:
+                    period = recurrence.min_period_seconds(rule.cron)
                 return int((self.now - key[1]).total_seconds() // period) + 1
         return 1
 

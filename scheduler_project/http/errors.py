@@ -65,9 +65,9 @@ def domain_error_body(exc: DomainError) -> dict:
     if isinstance(exc, RevisionConflict):
         current = getattr(exc, "current", None)
         if current is not None and not isinstance(current, dict):
-            from scheduler_project.http.representations import schedule_representation
+            from scheduler_project.http.representations import schedule_detail_representation
 
-            current = schedule_representation(current)
+            current = schedule_detail_representation(current)
         if current is not None:
             details["current"] = current
     return error_body(exc.code, exc.message, details)

@@ -52,6 +52,15 @@ def schedule_representation(schedule) -> dict:
     }
 
 
+def schedule_detail_representation(schedule) -> dict:
+    """One schedule as a create, edit, GET or revision conflict answers it: with the
+    `warnings` about its rule (a list has none: they take instants to compute)."""
+    from schedules.selectors import schedule_rule
+    from schedules.services import rule_warnings
+
+    return {**schedule_representation(schedule), "warnings": rule_warnings(schedule_rule(schedule))}
+
+
 def preview_representation(instants) -> dict:
     """The preview answer from `schedule_preview`'s (instant, local rendering) pairs."""
     return {"instants": [{"at": instant(at), "local": local} for at, local in instants]}

@@ -19,6 +19,7 @@ from effects.egress import url_refusal
 from effects.messages import header_unsafe
 from schedules import recurrence
 from schedules.jitter import MAX_JITTER_SECONDS
+from schedules.recurrence import MAX_HASH_KEY_LENGTH
 from schedules.models import (
     CONCURRENCY_KEY,
     MAX_LABEL_KEY_LENGTH,
@@ -65,7 +66,15 @@ class RecurrenceSerializer(serializers.Serializer):
 
     kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once", "rrule"])
     cron = serializers.CharField(
-        required=False, max_length=recurrence.MAX_CRON_LENGTH, help_text="5-field cron (kind=cron)"
+        required=False, max_length=recurrence.MAX_CRON_LENGTH,
+        help_text="kind=cron: 5 fields, or 6 with seconds first; L, W, #, ?, H and @ macros (docs/api.md)",
+    )
+    dialect = serializers.ChoiceField(
+        choices=list(recurrence.DIALECTS), required=False,
+        help_text="kind=cron: how the day fields combine; default vixie",
+    )
+    hashKey = serializers.CharField(
+        required=False, read_only=True, help_text="kind=cron with H: the schedule's id, which fixes H's values",
     )
     timezone = serializers.CharField(required=False, help_text="IANA time-zone name; default UTC")
     everySeconds = serializers.IntegerField(required=False, min_value=1, help_text="kind=interval")
@@ -325,6 +334,11 @@ class PreviewSerializer(StrictSerializer):
                               help_text="The schedule's window: no instant before it")
     activeUntil = InstantField(required=False, allow_null=True, source="active_until",
                                help_text="The schedule's window: no instant after it")
+    hashKey = StrictCharField(
+        required=False, min_length=1, max_length=MAX_HASH_KEY_LENGTH, source="hash_key",
+        validators=[RegexValidator(r"^[ -~]+$", message="printable ASCII only")],
+        help_text="Fixes the values of H in a cron rule, as a schedule's id does (preview H before creating)",
+    )
 
     def validate(self, attrs):
         active_from, active_until = attrs.pop("active_from", None), attrs.pop("active_until", None)
@@ -365,8 +379,12 @@ def bulk_pause_arguments(body: dict) -> dict:
 
 def preview_arguments(body: dict) -> dict:
     """`schedule_preview`'s keyword arguments (rule in the window given, after, count) from
-    the preview request."""
-    return dict(validate_body(PreviewSerializer, body))
+    the preview request; a `hashKey` fixes the rule's `H` values."""
+    arguments = dict(validate_body(PreviewSerializer, body))
+    hash_key = arguments.pop("hash_key", None)
+    if hash_key is not None:
+        arguments["rule"] = arguments["rule"].keyed(hash_key)
+    return arguments
 
 
 def run_once_arguments(body: dict) -> dict:

@@ -94,6 +94,15 @@ class RevisedFieldsSerializer(serializers.Serializer):
     labels = serializers.DictField(child=serializers.CharField(), help_text="At most 20 string pairs")
 
 
+class RuleWarningSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="ambiguous_day_fields: both cron day fields are restricted")
+    message = serializers.CharField()
+    alternatives = serializers.DictField(
+        child=serializers.ListField(child=serializers.DateTimeField()),
+        help_text="Each dialect (vixie, and, or): the rule's next 5 instants under it",
+    )
+
+
 class ScheduleSerializer(RevisedFieldsSerializer):
     scheduleId = serializers.CharField()
     jobType = serializers.CharField()
@@ -114,6 +123,8 @@ class ScheduleSerializer(RevisedFieldsSerializer):
                   "its rule; nextRunAt is null")
     createdAt = serializers.DateTimeField()
     updatedAt = serializers.DateTimeField()
+    warnings = RuleWarningSerializer(many=True, required=False,
+                                     help_text="Create, edit and GET answers: about the rule, e.g. ambiguous_day_fields")
 
 
 class ScheduleListSerializer(serializers.Serializer):
@@ -167,6 +178,7 @@ class PreviewInstantSerializer(serializers.Serializer):
 
 class PreviewResponseSerializer(serializers.Serializer):
     instants = PreviewInstantSerializer(many=True)
+    warnings = RuleWarningSerializer(many=True)
 
 
 class ScheduleInstantSerializer(PreviewInstantSerializer):

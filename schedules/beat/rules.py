@@ -2,11 +2,11 @@
 reason it cannot be one.
 
 - crontab: the same fields in the crontab's own time zone. Beat runs on a day only when the
-  day-of-month AND the day-of-week match; our cron (Vixie) runs when EITHER matches, if both
-  are restricted. When one of the two admits every day the meanings agree and the rule is
-  rewritten with ``*`` there; when both are restricted no cron rule here means "both", and the
-  row is refused. Fields are expanded by Celery's own parser and written back as plain lists
-  and ranges, so beat's syntax and ours never have to agree.
+  day-of-month AND the day-of-week match. When one of the two admits every day the rule is
+  rewritten with ``*`` there (every dialect then agrees, and it stays the default, vixie);
+  when both are restricted the rule is imported under the dialect ``and``, beat's meaning.
+  Fields are expanded by Celery's own parser and written back as plain lists and ranges, so
+  beat's syntax and ours never have to agree.
 - interval: ``everySeconds`` anchored where beat would fire next (its last run plus the
   period, not before ``start_time``, not before now).
 - clocked (always one-off) and any other one-off row: a ``once`` rule at beat's next instant.
@@ -36,7 +36,7 @@ class Translation:
     rule: Rule | None = None  # ours; None when refused
     refusal: str = ""
     notes: tuple[str, ...] = ()
-    day_rule: str = ""  # "", "rewritten" or "refused": rows the AND/OR difference touched
+    day_rule: str = ""  # "", "rewritten" or "and": rows the AND/OR difference touched
     misfire: dict = field(default_factory=dict)  # ScheduleSpec misfire fields
 
 
@@ -92,13 +92,12 @@ def _from_crontab(task, now: datetime) -> Translation:
         return Translation(beat_rule=beat_rule, refusal=f"Celery cannot parse the crontab: {exc}")
     days, weekdays = set(parsed.day_of_month), set(parsed.day_of_week)
     day_rule, notes = _day_rule(c, days, weekdays)
-    if day_rule == "refused":
-        return Translation(beat_rule=beat_rule, day_rule=day_rule, refusal=notes[0])
     expression = " ".join((_cron_field(parsed.minute, range(60)), _cron_field(parsed.hour, range(24)),
                            _cron_field(days, range(1, 32)), _cron_field(parsed.month_of_year, range(1, 13)),
                            _cron_field(weekdays, range(7))))
     try:
-        rule = parse_rule({"kind": "cron", "cron": expression, "timezone": zone})
+        rule = parse_rule({"kind": "cron", "cron": expression, "timezone": zone,
+                           "dialect": "and" if day_rule == "and" else "vixie"})
     except RecurrenceError as exc:
         return Translation(beat_rule=beat_rule, day_rule=day_rule, refusal=f"no equivalent rule here: {exc.message}")
     if task.start_time is not None and task.start_time > now:
@@ -112,11 +111,11 @@ def _from_crontab(task, now: datetime) -> Translation:
 
 
 def _day_rule(c, days: set, weekdays: set) -> tuple[str, list[str]]:
-    """How beat's AND of the two day fields carries over to our Vixie cron."""
+    """How beat's AND of the two day fields carries over: ("", "rewritten" or "and", notes)."""
     if days != set(range(1, 32)) and weekdays != set(range(7)):
-        return "refused", [
+        return "and", [
             f"beat runs only on days matching day-of-month {_text(c.day_of_month)} AND day-of-week "
-            f"{_text(c.day_of_week)}; a cron rule here runs on days matching either, and none means both"
+            f"{_text(c.day_of_week)}: imported under dialect 'and', which means the same"
         ]
     literal_both = _text(c.day_of_month) != "*" and _text(c.day_of_week) != "*"
     if literal_both:  # one of them spells out every day: Vixie would read it as a restriction
@@ -192,7 +191,7 @@ def _iso(instant: datetime) -> str:
 def rule_text(rule: Rule) -> str:
     """Ours, as the table shows it."""
     if rule.kind == "cron":
-        return f"cron {rule.cron} {rule.timezone}"
+        return f"cron {rule.cron} {rule.timezone} dialect {rule.dialect}"
     if rule.kind == "interval":
         return f"interval {rule.every_seconds}s from {_iso(rule.anchor)}"
     if rule.kind == "once":

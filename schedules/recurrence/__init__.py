@@ -5,8 +5,9 @@ implementation without needing Django.
 
 Four kinds of rule exist:
 
-* ``cron``: standard 5-field Vixie cron matched on local wall-clock time in the rule's
-  IANA zone. A local time inside a DST gap fires once, at the instant ``fold=0`` gives
+* ``cron``: 5-field cron (6 with seconds first; ``L``, ``W``, ``#``, ``?``, ``H``, ``@``
+  macros) in one of three dialects (``cron.DIALECTS``), matched on local wall-clock time in
+  the rule's IANA zone. A local time inside a DST gap fires once, at the instant ``fold=0`` gives
   (shifted forward by the gap); a repeated local time fires once, at its first
   occurrence; local slots resolving to the same instant are one occurrence.
 * ``interval``: ``anchor + k * everySeconds`` for integers ``k >= 0``.
@@ -21,7 +22,14 @@ of an instant's text and the renderable range in ``instants``, the client errors
 ``errors``; this package is their public surface.
 """
 
-from schedules.recurrence.cron import MAX_CRON_LENGTH, normalize_cron
+from schedules.recurrence.cron import (
+    DEFAULT_DIALECT,
+    DIALECTS,
+    MAX_CRON_LENGTH,
+    MAX_HASH_KEY_LENGTH,
+    min_period_seconds,
+    normalize_cron,
+)
 from schedules.recurrence.errors import InvalidCron, InvalidRecurrence, InvalidRRule, InvalidTimezone, RecurrenceError
 from schedules.recurrence.instants import (
     EARLIEST,
@@ -69,7 +77,11 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "normalize_cron",
+    "min_period_seconds",
     "MAX_CRON_LENGTH",
+    "MAX_HASH_KEY_LENGTH",
+    "DIALECTS",
+    "DEFAULT_DIALECT",
     "MAX_SECONDS",
     "MAX_RRULE_LENGTH",
     "MAX_DATES",

@@ -7,7 +7,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
-from schedules.recurrence.cron import compile_cron, next_cron, normalize_cron
+from schedules.recurrence.cron import (
+    DEFAULT_DIALECT,
+    DIALECTS,
+    MAX_HASH_KEY_LENGTH,
+    compile_cron,
+    next_cron,
+    normalize_cron,
+    uses_hash,
+)
 from schedules.recurrence.errors import InvalidRecurrence, InvalidTimezone
 from schedules.recurrence.instants import EARLIEST, LATEST, UTC, InstantOutOfRange, parse_instant, renderable
 from schedules.recurrence.rrule import RRuleFields, next_rrule, parse_rrule_fields
@@ -29,6 +37,8 @@ class Rule:
     delay_seconds: int | None = None
     at: datetime | None = None  # once only: the single instant
     rrule: RRuleFields | None = None  # rrule only
+    dialect: str = DEFAULT_DIALECT  # cron only: how the day fields combine (cron.DIALECTS)
+    hash_key: str | None = None  # cron with H only: what fixes H's values (a schedule's id)
     # The schedule's window (activeFrom, activeUntil), not part of the recurrence object:
     # no instant outside it. Set by `within`.
     active_from: datetime | None = None
@@ -46,10 +56,16 @@ class Rule:
         """This rule with no instant before ``active_from`` or after ``active_until`` (aware; None: open)."""
         return replace(self, active_from=active_from and _as_utc(active_from),
                        active_until=active_until and _as_utc(active_until))
+    def keyed(self, hash_key: str) -> Rule:
+        """This rule with ``H`` fixed by ``hash_key`` (a schedule's id); other rules unchanged."""
+        if self.kind != "cron" or not uses_hash(self.cron) or self.hash_key == hash_key:
+            return self
+        return replace(self, hash_key=hash_key)
 
     def to_dict(self) -> dict:
         if self.kind == "cron":
-            return {"kind": "cron", "cron": self.cron, "timezone": self.timezone}
+            data = {"kind": "cron", "cron": self.cron, "timezone": self.timezone, "dialect": self.dialect}
+            return {**data, "hashKey": self.hash_key} if self.hash_key is not None else data
         if self.kind == "interval":
             return {
                 "kind": "interval",
@@ -70,7 +86,7 @@ class Rule:
 # --------------------------------------------------------------------------------------
 
 _ALLOWED_KEYS = {
-    "cron": frozenset({"kind", "cron", "timezone"}),
+    "cron": frozenset({"kind", "cron", "timezone", "dialect", "hashKey"}),
     "interval": frozenset({"kind", "everySeconds", "anchor", "timezone"}),
     "after_completion": frozenset({"kind", "delaySeconds", "timezone"}),
     "once": frozenset({"kind", "at", "timezone"}),
@@ -110,8 +126,14 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
         expression = data["cron"]
         if not isinstance(expression, str):
             raise InvalidRecurrence("recurrence.cron must be a string", "recurrence.cron")
+        dialect = data.get("dialect", DEFAULT_DIALECT)
+        if not isinstance(dialect, str) or dialect not in DIALECTS:
+            raise InvalidRecurrence(f"recurrence.dialect must be one of: {', '.join(DIALECTS)}", "recurrence.dialect")
+        hash_key = _parse_hash_key(data["hashKey"], "recurrence.hashKey") if "hashKey" in data else None
         normalized = normalize_cron(expression)
-        return Rule(kind="cron", timezone=zone_name, cron=normalized)
+        compile_cron(normalized, dialect)  # the dialect decides whether the day fields can ever match
+        return Rule(kind="cron", timezone=zone_name, cron=normalized, dialect=dialect,
+                    hash_key=hash_key if uses_hash(normalized) else None)
 
     if kind == "interval":
         every = _parse_seconds(data, "everySeconds", minimum=1)
@@ -145,6 +167,12 @@ def _rrule_dict(rule: Rule) -> dict:
         "exdates": [local.isoformat() for local in fields.exdates],
         "rdates": [local.isoformat() for local in fields.rdates],
     }
+
+
+def _parse_hash_key(value: object, field: str) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_HASH_KEY_LENGTH or not value.isprintable():
+        raise InvalidRecurrence(f"{field} must be a printable string of 1 to {MAX_HASH_KEY_LENGTH} characters", field)
+    return value
 
 
 def _parse_seconds(data: dict, key: str, minimum: int) -> int:
@@ -227,7 +255,7 @@ def _next_unwindowed(rule: Rule, after: datetime) -> datetime | None:
     after = _as_utc(after)
     try:
         if rule.kind == "cron":
-            found = next_cron(compile_cron(rule.cron), _zone(rule.timezone), after)
+            found = next_cron(compile_cron(rule.cron, rule.dialect, rule.hash_key), _zone(rule.timezone), after)
         elif rule.kind == "interval":
             found = _next_interval(rule.anchor, rule.every_seconds, after)
         elif rule.kind == "after_completion":

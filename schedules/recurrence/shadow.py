@@ -26,13 +26,23 @@ class Mismatch:
 
 
 def croniter_next(rule: Rule, after: datetime):
-    """croniter's next instant of a cron rule on its zone's wall clock."""
+    """croniter's next instant of a cron rule on its zone's wall clock, read in the rule's
+    dialect (vixie: croniter's ``implement_cron_bug``; and: ``day_or=False``), seconds first
+    for 6 fields and ``H`` hashed from the rule's key (croniter's own hash, not ours: an H
+    rule shows as mismatches). Syntax croniter lacks (``L-n``, ``LW``, ...) has no opinion."""
     if rule.kind != "cron":
         return NotImplemented
     from croniter import croniter
+    from croniter.croniter import CroniterError
 
     local = after.astimezone(ZoneInfo(rule.timezone))
-    return croniter(rule.cron, local).get_next(datetime).astimezone(UTC)
+    options = {"day_or": rule.dialect != "and", "implement_cron_bug": rule.dialect == "vixie",
+               "second_at_beginning": len(rule.cron.split()) == 6, "hash_id": rule.hash_key}
+    try:
+        iterator = croniter(rule.cron, local, **options)
+    except (CroniterError, ValueError, KeyError):
+        return NotImplemented
+    return iterator.get_next(datetime).astimezone(UTC)
 
 
 def dateutil_next(rule: Rule, after: datetime):

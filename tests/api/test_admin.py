@@ -127,7 +127,8 @@ def test_admin_add__shows_five_instants_first_then_creates_through_the_service(a
     assert second.status_code == 302, form_errors(second)
     schedule = Schedule.objects.get()
     assert (schedule.tenant, schedule.name, schedule.job_type_id) == (tenant, "nightly", "demo.sleep")
-    assert schedule.recurrence == {"kind": "cron", "cron": "30 2 * * *", "timezone": "America/New_York"}
+    assert schedule.recurrence == {"kind": "cron", "cron": "30 2 * * *", "timezone": "America/New_York",
+                                   "dialect": "vixie"}
     assert schedule.revisions.get().author_kind == AuthorKind.ADMIN
     assert schedule.next_run_at is not None and schedule.retry_max_attempts == 3  # the job type's default
 

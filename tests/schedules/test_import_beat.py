@@ -85,8 +85,15 @@ def test_dry_run__prints_the_table_and_writes_nothing(beat_rows):
     assert row_block(output, "nightly export")[0].split()[3:8] == [
         "crontab", "30", "1", "*", "*"] and "cron 30 1 * * * America/New_York" in output
 
-    assert "refused (day rule refused)" in row_block(output, "first monday")[0]
-    assert "day-of-month 1-7 AND day-of-week mon" in "\n".join(row_block(output, "first monday"))
+    first_monday = "\n".join(row_block(output, "first monday"))
+    assert "import (day rule and)" in row_block(output, "first monday")[0]
+    assert "cron 0 9 1-7 * 1 Europe/London dialect and" in first_monday
+    assert "day-of-month 1-7 AND day-of-week mon: imported under dialect 'and'" in first_monday
+    # Beat's instants (Celery's own code) and ours agree: the first Monday of each month.
+    header = output.splitlines()[0]
+    assert column(row_block(output, "first monday"), header, "beat: next") == column(
+        row_block(output, "first monday"), header, "ours: next")
+    assert "cron 0 9 1,15 * * UTC dialect vixie" in output
     twice = "\n".join(row_block(output, "twice monthly"))
     assert "cron 0 9 1,15 * * UTC" in twice and "import (day rule rewritten)" in twice
     assert "day-of-week admits every day" in twice
@@ -95,7 +102,7 @@ def test_dry_run__prints_the_table_and_writes_nothing(beat_rows):
     assert "interval 900s from 2027-03-10T00:00:01Z" in row_block(output, "poll partner")[0]
     assert "disabled in beat" in "\n".join(row_block(output, "retired"))
     assert "housekeeping" in "\n".join(row_block(output, "scheduler lease sweep"))
-    assert output.rstrip().splitlines()[-2] == "dry run, nothing written: 5 import, 2 refused, 2 skipped"
+    assert output.rstrip().splitlines()[-2] == "dry run, nothing written: 6 import, 1 refused, 2 skipped"
     assert not Schedule.objects.exists() and not BeatImport.objects.exists()
 
 
@@ -127,14 +134,18 @@ def test_dry_run__a_dst_difference_is_noted_with_each_side_s_firings(beat_rows):
 
 def test_import__creates_bridged_schedules_once_even_when_run_twice(beat_rows):
     first = import_beat("--tenant", "team")
-    assert "tenant team: 5 imported, 2 refused, 2 skipped" in first
+    assert "tenant team: 6 imported, 1 refused, 2 skipped" in first
     assert "allowlist of team: added tests.bridge.add" in first
     schedules = {s.name: s for s in Schedule.objects.filter(tenant=beat_rows)}
-    assert sorted(schedules) == ["early slots", "launch", "nightly export", "poll partner", "twice monthly"]
+    assert sorted(schedules) == ["early slots", "first monday", "launch", "nightly export", "poll partner",
+                                 "twice monthly"]
+    assert schedules["first monday"].recurrence == {"kind": "cron", "cron": "0 9 1-7 * 1", "timezone": "Europe/London",
+                                                    "dialect": "and"}
     nightly = schedules["nightly export"]
     assert nightly.job_type_id == "celery.task" and nightly.overlap_policy == "allow"
     assert nightly.params == {"task": "tests.bridge.add", "args": [1, 2], "kwargs": {"scale": 3}}
-    assert nightly.recurrence == {"kind": "cron", "cron": "30 1 * * *", "timezone": "America/New_York"}
+    assert nightly.recurrence == {"kind": "cron", "cron": "30 1 * * *", "timezone": "America/New_York",
+                                  "dialect": "vixie"}
     assert schedules["launch"].recurrence == {"kind": "once", "at": "2030-06-01T12:00:00Z", "timezone": "UTC"}
     assert schedules["launch"].next_run_at == datetime(2030, 6, 1, 12, tzinfo=timezone.utc)
     team = Tenant.objects.get(id=beat_rows.id)
@@ -142,9 +153,9 @@ def test_import__creates_bridged_schedules_once_even_when_run_twice(beat_rows):
     assert PeriodicTask.objects.filter(enabled=True).count() == 8  # beat rows untouched without --disable-beat
 
     second = import_beat("--tenant", "team")
-    assert "tenant team: 5 already imported, 2 refused, 2 skipped" in second
+    assert "tenant team: 6 already imported, 1 refused, 2 skipped" in second
     assert f"already imported {nightly.id}" in row_block(second, "nightly export")[0]
-    assert Schedule.objects.count() == 5 and BeatImport.objects.count() == 5
+    assert Schedule.objects.count() == 6 and BeatImport.objects.count() == 6
 
 
 def test_import__an_imported_schedule_runs_the_task_through_the_bridge(beat_rows, file_objects):
@@ -160,10 +171,11 @@ def test_import__disable_beat_turns_off_exactly_the_imported_rows(beat_rows):
     marked = PeriodicTasks.last_change()
     import_beat("--disable-beat")
     disabled = set(PeriodicTask.objects.filter(enabled=False).values_list("name", flat=True))
-    assert disabled == {"early slots", "launch", "nightly export", "poll partner", "twice monthly", "retired"}
+    assert disabled == {"early slots", "first monday", "launch", "nightly export", "poll partner", "twice monthly",
+                        "retired"}
     assert PeriodicTasks.last_change() != marked  # beat's database scheduler reloads its rows
-    assert "tenant team: 5 already imported, 2 refused, 2 skipped" in import_beat("--disable-beat")
-    assert Schedule.objects.count() == 5
+    assert "tenant team: 6 already imported, 1 refused, 2 skipped" in import_beat("--disable-beat")
+    assert Schedule.objects.count() == 6
 
 
 def test_import__needs_a_tenant_when_there_are_several(beat_rows):

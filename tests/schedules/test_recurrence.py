@@ -76,11 +76,12 @@ def test_day_of_week_alone_is_an_and_with_the_month():
     assert all(instant.month == 2 and instant.isoweekday() == 7 for instant in results)
 
 
-def test_a_field_admitting_every_value_counts_as_unrestricted():
-    # 1-31 admits every day, so the weekday restriction applies alone (no OR).
-    assert preview(cron("0 0 1-31 * mon"), utc(2026, 9, 1), 3) == preview(
-        cron("0 0 * * mon"), utc(2026, 9, 1), 3
-    )
+def test_vixie_reads_a_field_by_its_first_character():
+    # Vixie cron: 1-31 does not begin with '*', so it is a restriction and the two day
+    # fields OR (every day); under `and` the weekday alone decides.
+    assert preview(cron("0 0 1-31 * mon"), utc(2026, 9, 1), 3) == preview(cron("0 0 * * *"), utc(2026, 9, 1), 3)
+    anded = parse_rule({"kind": "cron", "cron": "0 0 1-31 * mon", "dialect": "and"})
+    assert preview(anded, utc(2026, 9, 1), 3) == preview(cron("0 0 * * mon"), utc(2026, 9, 1), 3)
     assert preview(cron("0 0 * * 0-7"), utc(2026, 9, 1), 3) == preview(cron("0 0 * * *"), utc(2026, 9, 1), 3)
 
 
@@ -389,8 +390,9 @@ def test_local_rendering():
 @pytest.mark.parametrize(
     "data",
     [
-        {"kind": "cron", "cron": "0 9 * * 1-5", "timezone": "America/New_York"},
-        {"kind": "cron", "cron": "@weekly", "timezone": "UTC"},
+        {"kind": "cron", "cron": "0 9 * * 1-5", "timezone": "America/New_York", "dialect": "vixie"},
+        {"kind": "cron", "cron": "@weekly", "timezone": "UTC", "dialect": "and"},
+        {"kind": "cron", "cron": "h h * * *", "timezone": "UTC", "dialect": "or", "hashKey": "sch_1"},
         {"kind": "interval", "everySeconds": 45, "anchor": "2026-01-01T00:00:00Z", "timezone": "Europe/London"},
         {"kind": "interval", "everySeconds": 45, "anchor": "2026-01-01T00:00:00.250000Z", "timezone": "UTC"},
         {"kind": "after_completion", "delaySeconds": 0, "timezone": "UTC"},
@@ -404,7 +406,7 @@ def test_to_dict_round_trips(data):
 
 def test_defaults_fill_in_to_dict():
     assert parse_rule({"kind": "cron", "cron": "0 0 * * *"}).to_dict() == {
-        "kind": "cron", "cron": "0 0 * * *", "timezone": "UTC"
+        "kind": "cron", "cron": "0 0 * * *", "timezone": "UTC", "dialect": "vixie"
     }
     assert parse_rule({"kind": "after_completion", "delaySeconds": 5}).to_dict() == {
         "kind": "after_completion", "delaySeconds": 5, "timezone": "UTC"
@@ -426,17 +428,25 @@ INVALID_CRONS = [
     pytest.param("", id="empty"),
     pytest.param("   ", id="blank"),
     pytest.param("* * * *", id="four-fields"),
-    pytest.param("0 * * * * *", id="six-fields-seconds"),
     pytest.param("0 0 12 * * ? 2026", id="seven-fields-quartz"),
     pytest.param("0 0 12 * * 2026", id="six-fields-year"),
-    pytest.param("0 0 L * *", id="L-last-day"),
-    pytest.param("0 0 * * 5L", id="L-last-weekday"),
-    pytest.param("0 0 15W * *", id="W-nearest-weekday"),
-    pytest.param("0 0 * * 1#2", id="hash-nth-weekday"),
-    pytest.param("0 0 ? * mon", id="question-mark"),
-    pytest.param("H * * * *", id="jenkins-hash"),
-    pytest.param("H(0-29) * * * *", id="jenkins-hash-range"),
     pytest.param("R * * * *", id="random"),
+    pytest.param("0 0 0 12 * * ? 2026", id="seven-fields"),
+    pytest.param("0 0 L-40 * *", id="L-minus-40"),
+    pytest.param("0 0 * * 5#6", id="sixth-friday"),
+    pytest.param("0 0 * * 5#0", id="zeroth-friday"),
+    pytest.param("0 0 32W * *", id="W-32"),
+    pytest.param("0 0 0W * *", id="W-0"),
+    pytest.param("0 0 L * L", id="bare-L-in-dow"),
+    pytest.param("0 0 * * 5W", id="W-in-dow"),
+    pytest.param("0 0 * * LW", id="LW-in-dow"),
+    pytest.param("0 0 5#2 * *", id="hash-in-dom"),
+    pytest.param("H(5-2) * * * *", id="hash-reversed-range"),
+    pytest.param("H(0-60) * * * *", id="hash-range-past-field"),
+    pytest.param("H/0 * * * *", id="hash-step-zero"),
+    pytest.param("H/61 * * * *", id="hash-step-too-large"),
+    pytest.param("? * * * *", id="question-mark-in-minute"),
+    pytest.param("60 * * * * *", id="second-60"),
     pytest.param("5/15 * * * *", id="step-without-range"),
     pytest.param("60 * * * *", id="minute-60"),
     pytest.param("* 24 * * *", id="hour-24"),

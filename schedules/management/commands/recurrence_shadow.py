@@ -39,12 +39,18 @@ class Command(BaseCommand):
             for m in compare_window(rule, start, days, engine):
                 mismatches += 1
                 self.stdout.write(
-                    f"{schedule_id} {name!r} {rule.kind} {rule.cron or (rule.rrule.text if rule.rrule else '')} {rule.timezone}: after {instant(m.after)}"
+                    f"{schedule_id} {name!r} {rule.kind} {_rule_text(rule)}{rule.timezone}: after {instant(m.after)}"
                     f" active {_shown(rule, m.active)} candidate {_shown(rule, m.candidate)}"
                 )
         self.stdout.write(f"{candidate}: {mismatches} mismatches over {rules} rules, {days:g} days from {instant(start)}")
         if mismatches:
             raise SystemExit(1)
+
+
+def _rule_text(rule) -> str:
+    if rule.kind == "cron":
+        return f"{rule.cron} (dialect {rule.dialect}) "
+    return f"{rule.rrule.text} " if rule.kind == "rrule" else ""
 
 
 def _shown(rule, at) -> str:
