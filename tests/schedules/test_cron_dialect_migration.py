@@ -14,7 +14,7 @@ from tests.authority_steps import create_schedule
 from tests.schedules.test_recurrence_properties import oracle_parse
 
 UTC = timezone.utc
-migration = importlib.import_module("schedules.migrations.0011_cron_dialect")
+migration = importlib.import_module("schedules.migrations.0014_cron_dialect")
 
 
 def old_matcher_days(cron: str, start: date, count: int) -> list[date]:
