@@ -6,7 +6,7 @@ Pure computation, no database: each rule's ``next_after`` from ``--calls`` start
 spread over 2026-2035 (random, fixed seed), timed one call at a time; prints the median and
 p99 per rule in microseconds. The compiled rule is cached as the scanner's is (one compile
 per rule text, dialect and hash key); the first call's compile is reported apart.
-Target (issue 34): median <= 20 us for the new syntax.
+Target (the time-language work): median <= 20 us for the new syntax.
 """
 
 import argparse

@@ -7,7 +7,7 @@ No database. For each rule, two walks of `--calls` calls each, `--repeat` times 
 and the worst repeat are printed): `chained` asks for the instant after the previous one
 (the scanner's walk), `scattered` asks after instants spread over 30 years from 2027 (a
 schedule read again after a while: the rule is started again far from its dtstart). A cron
-rule is printed beside them for scale. Target (issue 34): <= 100 us per instant.
+rule is printed beside them for scale. Target (the time-language work): <= 100 us per instant.
 """
 
 import argparse

@@ -404,8 +404,9 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "scheduler_project.http.api_docs.describe_job_type_params",
     ],
-    # One component for the resource classes, whether a field takes one or a list of them.
-    "ENUM_NAME_OVERRIDES": {"ResourceClassEnum": "schedules.models.ResourceClass.values"},
+    # One component for the resource classes (a field may take one or a list) and for author kinds.
+    "ENUM_NAME_OVERRIDES": {"ResourceClassEnum": "schedules.models.ResourceClass.values",
+                            "AuthorKindEnum": "schedules.models.AuthorKind.values"},
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

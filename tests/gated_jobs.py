@@ -1,4 +1,4 @@
-"""Jobs of the real-process tests of issue 36, a team module named in SCHEDULER_JOB_MODULES,
+"""Jobs of the real-process tests of the job-side guarantees, a team module named in SCHEDULER_JOB_MODULES,
 each held by a gate (a directory, $JOB_GATE) the test opens:
 
 - fencing.proof (tests/e2e/test_job_fencing.py): its first attempt stops at the gate until

@@ -6,7 +6,6 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0021_admission_epoch'),
         ('schedules', '0011_concurrency_keys'),
     ]
 

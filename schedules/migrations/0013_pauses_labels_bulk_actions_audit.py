@@ -14,7 +14,6 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('runs', '0021_admission_epoch'),
         ('schedules', '0012_schedule_windows'),
     ]
 
