@@ -10,7 +10,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django import forms
 
 from schedules.audit import Actor
-from schedules.models import AuthorKind, JobType, MisfirePolicy, OverlapPolicy, Schedule, Tenant
+from schedules.models import (
+    MAX_CONCURRENCY_KEY_LENGTH, AuthorKind, JobType, MisfirePolicy, OverlapPolicy, Schedule, Tenant,
+)
 from schedules.services import rule_warnings, schedule_create, schedule_preview, schedule_update
 from schedules.specs import DEFAULT_POLICIES
 from scheduler_project.clock import instant
@@ -154,7 +156,7 @@ class ScheduleForm(forms.ModelForm):
         required=False, initial=0, help_text="Each occurrence is due a fixed offset of 0 to this many seconds late.",
     )
     concurrency_key = forms.CharField(
-        required=False, max_length=100,
+        required=False, max_length=MAX_CONCURRENCY_KEY_LENGTH,
         help_text="At most the key's limit (1 unless set under Concurrency limits) of this tenant's attempts with "
                   "this key run at once. Empty: none.",
     )

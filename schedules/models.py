@@ -149,6 +149,7 @@ class ApiToken(models.Model):
 
 
 DEFAULT_CONCURRENCY_LIMIT = 1  # a key nobody set a limit for: one attempt at a time
+MAX_CONCURRENCY_KEY_LENGTH = 100
 MAX_CONCURRENCY_LIMIT = 100_000  # more than any tenant's active-run quota: a larger one limits nothing
 # A concurrency key: letters, digits and . _ : - (it is a path segment of /concurrency-keys/{key}).
 CONCURRENCY_KEY = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$",
@@ -182,7 +183,7 @@ class Schedule(models.Model):
     jitter_seconds = models.PositiveIntegerField(default=0, db_default=0)
     # At most ConcurrencyLimit.max_running (1 without one) attempts of the tenant's schedules
     # with this key run at once, checked by the claim; "": none.
-    concurrency_key = models.CharField(max_length=100, blank=True, default="", db_default="",
+    concurrency_key = models.CharField(max_length=MAX_CONCURRENCY_KEY_LENGTH, blank=True, default="", db_default="",
                                        validators=[CONCURRENCY_KEY])
     paused = models.BooleanField(default=False)
     paused_at = models.DateTimeField(null=True, blank=True)
@@ -411,7 +412,7 @@ class ConcurrencyLimit(models.Model):
     (PUT /api/v1/concurrency-keys/{key}); a key without a row allows DEFAULT_CONCURRENCY_LIMIT."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="concurrency_limits")
-    key = models.CharField(max_length=100, validators=[CONCURRENCY_KEY])
+    key = models.CharField(max_length=MAX_CONCURRENCY_KEY_LENGTH, validators=[CONCURRENCY_KEY])
     max_running = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY_LIMIT)])
     updated_at = models.DateTimeField(auto_now=True)
 

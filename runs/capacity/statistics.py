@@ -192,9 +192,9 @@ def refresh_snapshot(*, now=None) -> bool:
     transaction; the rows are replaced in one short transaction that holds the snapshot's row,
     so refreshers running at once replace them one after the other, each whole."""
     now = now or authority_now()
-    StatisticsSnapshot.objects.get_or_create(pk=1)
     due = now - timedelta(seconds=settings.CAPACITY_STATS_REFRESH_SECONDS)
-    if StatisticsSnapshot.objects.filter(pk=1, measured_at__gt=due).exists():
+    snapshot, _ = StatisticsSnapshot.objects.get_or_create(pk=1)
+    if snapshot.measured_at is not None and snapshot.measured_at > due:
         return False
     from schedules.models import JobType, Schedule
 

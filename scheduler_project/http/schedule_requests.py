@@ -22,6 +22,7 @@ from schedules.jitter import MAX_JITTER_SECONDS
 from schedules.recurrence import MAX_HASH_KEY_LENGTH
 from schedules.models import (
     CONCURRENCY_KEY,
+    MAX_CONCURRENCY_KEY_LENGTH,
     MAX_LABEL_KEY_LENGTH,
     MAX_LABEL_VALUE_LENGTH,
     MAX_LABELS,
@@ -53,7 +54,6 @@ MAX_ADDRESS_LENGTH = 254
 MAX_SUBJECT_LENGTH = 200
 MAX_PREVIEW_COUNT = 100
 MAX_START_DEADLINE_SECONDS = 86400
-MAX_CONCURRENCY_KEY_LENGTH = 100
 MAX_END_AFTER_OCCURRENCES = 1_000_000
 # Window fields: request key -> ScheduleSpec field; null clears one (an edit) or leaves it open.
 WINDOW_FIELDS = {"activeFrom": "active_from", "activeUntil": "active_until", "endAfterOccurrences": "end_after_occurrences"}
