@@ -12,7 +12,7 @@ run's fence, so the attempt's columns add nothing there).
 
 from django.db.models import Q
 
-from runs.authority.claim_sql import clock_sql
+from runs.authority.claim_sql import checked, clock_sql
 from runs.models import AttemptState, RunState
 
 
@@ -28,8 +28,9 @@ def stale_reason(*, run_state: str, current_attempt_id: str | None, run_fence: i
 
 def owns_sql(run: str, attempt: str, fence: str) -> str:
     """The rule as an SQL condition over ``run`` and ``attempt`` (table aliases) and the
-    caller's ``fence`` (an SQL expression), on the statement's database time."""
-    return (f"{run}.state = '{RunState.RUNNING}' AND {run}.current_attempt_id = {attempt}.id"
+    caller's ``fence`` (an SQL expression), on the statement's database time: a check of rows
+    the statement finds by their ids (checked() says why)."""
+    return checked(f"{run}.state = '{RunState.RUNNING}' AND {run}.current_attempt_id = {attempt}.id"
             f" AND {run}.fence = {fence} AND {attempt}.fence = {fence} AND {attempt}.state = '{AttemptState.RUNNING}'"
             f" AND {leased_sql(run)}")
 

@@ -12,9 +12,10 @@ from django.db import connection
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
 
-from runs.authority.claim_sql import among, clock_sql, pg_array, row_locks
+from runs.authority.claim_sql import among, checked, checked_q, clock_sql, pg_array, row_locks
 from runs.authority.owner import leased_sql, owns_sql
-from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject, TenantStorage
+from runs.models import (Attempt, AttemptState, ObjectState, Outbox, OutboxKind, Run, RunState, StoredObject,
+                         TenantStorage)
 from schedules.models import Schedule, Tenant
 
 
@@ -30,9 +31,10 @@ def transition(obj, expected: dict, **changes) -> None:
     """Write ``changes`` to a loaded row, guarded: ``UPDATE ... SET changes WHERE pk AND
     expected``, then the same values on ``obj``. ``expected`` holds ORM lookups
     (``{"state": "running"}``, ``{"state__in": [...]}``); only the named columns are
-    written. TransitionConflict when the row is not in the expected state."""
+    written. TransitionConflict when the row is not in the expected state. The row is found
+    by its primary key only: ``expected`` is checked on it (checked_q says why)."""
     model = type(obj)
-    if not model.objects.filter(pk=obj.pk, **expected).update(**changes):
+    if not model.objects.filter(checked_q(Q(**expected)), pk=obj.pk).update(**changes):
         raise TransitionConflict(f"{model.__name__} {obj.pk} is not in the expected state {expected}")
     for name, value in changes.items():
         setattr(obj, name, value)
@@ -184,12 +186,12 @@ def record_uploads(objs) -> set:
     versions, params = input_rows("v", columns, [(o.id, *(getattr(o, name) for name in fields)) for o in objs])
     # The extra condition on o.id lets the planner find the rows by index (bulk_set says why).
     known, known_params = among("o.id", [o.id for o in objs])
-    table = StoredObject._meta.db_table
+    table, unrecorded = StoredObject._meta.db_table, checked("o.state = 'staged' AND o.version_id IS NULL")
     sql = (
         f"WITH {versions}"
         f" UPDATE {table} AS o SET version_id = v.version_id, checksum = v.checksum, size = v.size,"
         f" content_type = v.content_type, filename = v.filename, uploaded_at = {clock_sql()}"
-        f" FROM v WHERE o.id = v.object_id AND {known} AND o.state = 'staged' AND o.version_id IS NULL"
+        f" FROM v WHERE o.id = v.object_id AND {known} AND {unrecorded}"
         f" RETURNING id"  # SQLite's RETURNING names the written table's columns unqualified
     )
     with connection.cursor() as cursor:
@@ -271,20 +273,23 @@ def publish_results(rows: list[tuple], now) -> tuple[int, int, int]:
               ("version_id", "varchar"), ("checksum", "varchar"), ("size", "bigint"), ("content_type", "varchar")],
         rows)
     active = ", ".join(f"'{state}'" for state in (RunState.PENDING, RunState.QUEUED, RunState.RUNNING))
+    # Each row found by its id, its state checked on it (checked() says why).
+    staged, running = checked(f"o.state = '{ObjectState.STAGED}'"), checked(f"a.state = '{AttemptState.RUNNING}'")
+    active = checked(f"r.state IN ({active})")
     # Each row also found among its ids, by index (bulk_set says why).
     objects, object_params = among("o.id", [row[2] for row in rows])
     attempts, attempt_params = among("a.id", [row[1] for row in rows])
     runs, run_params = among("r.id", [row[0] for row in rows])
     updates = [
         (f"UPDATE {StoredObject._meta.db_table} AS o SET state = 'referenced', referenced_at = %s"
-         f" FROM p WHERE o.id = p.object_id AND {objects} AND o.state = 'staged'", object_params),
+         f" FROM p WHERE o.id = p.object_id AND {objects} AND {staged}", object_params),
         (f"UPDATE {Attempt._meta.db_table} AS a SET state = 'succeeded', finished_at = %s, error = '', retryable = NULL"
-         f" FROM p WHERE a.id = p.attempt_id AND {attempts} AND a.state = 'running'", attempt_params),
+         f" FROM p WHERE a.id = p.attempt_id AND {attempts} AND {running}", attempt_params),
         (f"UPDATE {Run._meta.db_table} AS r SET state = 'succeeded', pending_reason = '', finished_at = %s,"
          f" holds_guard = false, accepted_attempt_id = p.attempt_id, result_key = p.key,"
          f" result_version_id = p.version_id, result_checksum = p.checksum, result_size = p.size,"
          f" result_content_type = p.content_type"
-         f" FROM p WHERE r.id = p.run_id AND {runs} AND r.state IN ({active})", run_params),
+         f" FROM p WHERE r.id = p.run_id AND {runs} AND {active}", run_params),
     ]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

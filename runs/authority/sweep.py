@@ -1,9 +1,11 @@
 """Lease expiry: a passed lease ends its attempt, and the run is re-queued or finished."""
 
 from django.db import transaction
+from django.db.models import Q
 
 from schedules.models import Schedule
 from runs import metrics
+from runs.authority.claim_sql import checked_q
 from runs.authority.sql import transition
 from runs.authority.transitions import dispatch_intent, finish_run
 from scheduler_project.clock import authority_now
@@ -29,9 +31,8 @@ def sweep_expired_leases(*, batch_size: int = 500) -> int:
         }
         runs = list(
             Run.objects.filter(
+                checked_q(Q(state=RunState.RUNNING, lease_expires_at__lte=now)),  # found by id, not by state
                 id__in=[rid for rid, sid in expired if sid in schedules],
-                state=RunState.RUNNING,
-                lease_expires_at__lte=now,
             )
             .select_related("current_attempt")
             .select_for_update(skip_locked=True, of=("self",))
