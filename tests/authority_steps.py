@@ -119,11 +119,13 @@ def expire_lease(run_id: str, *, seconds_ago: float = 1) -> None:
 
 
 def insert_runs(count: int, *, tenant_id: str, schedule_ids: list[str], state: str, due: str, extra: str = "",
-                 step: int = 1, offset: int = 0) -> None:
+                 step: int = 1, offset: int = 0, attempts: bool = False) -> None:
     """``count`` runs of these schedules written by one SQL statement (a history in seconds),
     the i-th at ``due`` (an SQL instant: ``now() - interval '1 day'`` on PostgreSQL,
     ``'now', '-1 day'`` on SQLite) plus i x ``step`` + ``offset`` seconds, with ids
-    ``run_<extra><i>``; finished ones finished then, running ones leased for an hour."""
+    ``run_<extra><i>``; finished ones finished then, running ones leased for an hour. With
+    ``attempts``, each names its attempt ``att_<extra><i>`` (the caller inserts it in the same
+    transaction) and a succeeded one its result."""
     seconds = f"(g.i * {step} + {offset})"
     if connection.vendor == "postgresql":
         numbers = f"generate_series(1, {count}) AS g(i)"
@@ -136,12 +138,17 @@ def insert_runs(count: int, *, tenant_id: str, schedule_ids: list[str], state: s
     live = state in ("queued", "running")
     schedules = "CASE " + " ".join(f"WHEN g.i % {len(schedule_ids)} = {n} THEN '{sid}'"
                                    for n, sid in enumerate(schedule_ids)) + " END"
+    attempt = f"'att_{extra}' || g.i" if attempts else "NULL"
+    result = [attempt, "'result.json'", "'v1'", "'sha256:0'", "2", "'application/json'"]
+    if state != "succeeded":
+        result = ["NULL"] * len(result)
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO runs_run (id, schedule_id, tenant_id, trigger, revision, payload, job_type, resource_class,"
             f" state, pending_reason, scheduled_at, due_at, fence, lease_expires_at, attempt_count, dispatch_count,"
             f" max_attempts, holds_guard, strict, cancellation_requested, cancellation_accepted, finished_at, error,"
-            f" progress_message, created_at)"
+            f" progress_message, created_at, current_attempt_id, accepted_attempt_id, result_key, result_version_id,"
+            f" result_checksum, result_size, result_content_type)"
             f" SELECT 'run_{extra}' || g.i, {schedules}, '{tenant_id}', 'schedule', 1, '{{}}', 'demo.sleep', 'short',"
             f" '{state}', '', {at}, {at}, 1, {lease if state == 'running' else 'NULL'}, 1, 1, 3, false, false,"
-            f" false, false, {'NULL' if live else at}, '', '', {at} FROM {numbers}")
+            f" false, false, {'NULL' if live else at}, '', '', {at}, {attempt}, {', '.join(result)} FROM {numbers}")

@@ -10,9 +10,6 @@ the one index meant for it (models.Run says which, and why no other can serve it
 PostgreSQL, and on the embedded SQLite when tests/runs/test_embedded_authority.py runs this
 module there. The outbox's first wave, with no statistics at all, is the last test."""
 
-import json
-import re
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -23,59 +20,25 @@ from runs.authority.reserve import Reserve
 from runs.authority.sweep import sweep_expired_leases
 from runs.selectors import tenant_runs_page
 from scheduler_project.clock import authority_now
-from tests.authority_steps import create_schedule, insert_runs
-from tests.factories import make_tenant
+from tests import plans
+from tests.authority_steps import create_schedule
 
 pytestmark = pytest.mark.django_db
 
 HISTORY = 1_000_000
-WAVE = 10_000
+RELATED = 100_000  # of them succeeded with an attempt, an object and an intent (seconds more each)
 CLASSES, JOB_TYPES = ["short"], ["demo.sleep"]
-RUN_ALIASES = {"runs_run", "r", "rc", "ro"}  # how the statements name runs_run (SQLite's plans say no more)
-
-
-def plan(sql: str) -> str:
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
-            return json.dumps(cursor.fetchone()[0])
-        cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
-        return "\n".join(row[-1] for row in cursor.fetchall())
 
 
 def run_scans(sql: str) -> set[str]:
     """How the statement reads runs_run: the index names, and "full scan" for a read of the table."""
-    explained = plan(sql)
-    if connection.vendor == "postgresql":
-        nodes, reads = [json.loads(explained)[0]["Plan"]], set()
-        while nodes:
-            node = nodes.pop()
-            nodes.extend(node.get("Plans", ()))
-            if node.get("Relation Name") != "runs_run":
-                continue
-            if node["Node Type"] == "Bitmap Heap Scan":  # its index is named by the Bitmap Index Scan below
-                reads.update(re.findall(r'"Index Name": "(\w+)"', json.dumps(node["Plans"])))
-            else:
-                reads.add(node.get("Index Name", "full scan"))
-        return reads
-    reads = set()
-    for table, index in re.findall(r"(?:SCAN|SEARCH) (\w+)(?: USING (?:COVERING )?INDEX (\w+))?", explained):
-        if index.startswith(("run_", "runs_run")):
-            reads.add(index)
-        elif not index and table in RUN_ALIASES:
-            reads.add("full scan")
-    return reads
+    return {read.split(" ", 1)[1] for read in plans.reads(sql) if read.startswith("runs_run ")}
 
 
 def captured(call) -> list[str]:
     with CaptureQueriesContext(connection) as queries:
         call()
     return [q["sql"] for q in queries.captured_queries if "runs_run" in q["sql"]]
-
-
-def _analyze() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE runs_run" if connection.vendor == "postgresql" else "ANALYZE")
 
 
 def _assert_statistics_know_no_live_run(history: int) -> None:
@@ -92,27 +55,19 @@ def _assert_statistics_know_no_live_run(history: int) -> None:
 
 @pytest.fixture(params=[0, HISTORY], ids=["analyzed empty", "1M finished runs analyzed"])
 def wave(request):
-    """A new tenant's wave (queued runs due now, eight running), over ``param`` finished runs
-    of another tenant that the statistics were taken on: (the new tenant, its schedule, the
-    history's tenant, or the new one when there is no history)."""
-    _analyze()  # what the table held before: nothing (a new database), or the history below
+    """A new tenant's wave (tests.plans.insert_wave: queued runs due now, eight running, ten
+    schedules due), over ``param`` finished runs of another tenant, with their attempts,
+    result objects and dispatch intents, that the statistics were taken on: (the new tenant,
+    its schedule, the history's tenant, or the new one when there is no history)."""
+    plans.analyze()  # what the tables held before: nothing (a new database), or the history below
+    history_tenant = None
     if request.param:
-        old = make_tenant("history")
-        schedules = [create_schedule(old, name=f"h{n}").id for n in range(10)]
-        ago = "now() - interval '40 days'" if connection.vendor == "postgresql" else "'now', '-40 days'"
-        states = ["failed", "canceled", "skipped"]
-        for n, state in enumerate(states):
-            insert_runs(request.param // len(states), tenant_id=old.id, schedule_ids=schedules, state=state,
-                         due=ago, extra=f"h{n}_", step=len(states), offset=n)
-        _analyze()
+        history_tenant, _ = plans.insert_history(request.param, related=RELATED)
+        plans.analyze()
         _assert_statistics_know_no_live_run(request.param)
-    tenant = make_tenant("wave", max_active_runs=10**6)
-    schedule = create_schedule(tenant, overlapPolicy="buffer_one")
-    just_now = "now() - interval '4 hours'" if connection.vendor == "postgresql" else "'now', '-4 hours'"
-    insert_runs(WAVE, tenant_id=tenant.id, schedule_ids=[schedule.id], state="queued", due=just_now, extra="q")
-    insert_runs(8, tenant_id=tenant.id, schedule_ids=[schedule.id], state="running", due="now()" if
-                 connection.vendor == "postgresql" else "'now'", extra="r")
-    return tenant, schedule, old if request.param else tenant
+    tenant, _ = plans.insert_wave()
+    guarded = create_schedule(tenant, name="guarded", overlapPolicy="buffer_one")
+    return tenant, guarded, history_tenant or tenant
 
 
 def hot_statements(tenant, schedule, history_tenant) -> dict[str, str]:
@@ -142,14 +97,77 @@ PLANS = {
 }
 
 
+def _named(read: str) -> str:
+    """One name per way of reading: SQLite's names of primary keys as PostgreSQL's; a run's
+    attempts read by attempt id or by run id alike (a few entries either way, a close call)."""
+    table, index = read.split(" ", 1)
+    if index.startswith("sqlite_autoindex_") or index == "primary key":
+        index = f"{table}_pkey"
+    return f"{table} {'runs_attempt_pkey' if index == 'runs_attempt_run_id_651e9d12' else index}"
+
+
+def _few(steps: dict) -> dict:
+    """The plans on PostgreSQL's empty database, where attempts, objects and intents are the
+    wave's few dozen: read whole or by index, a close call either way, so not told apart."""
+    def read(one: str) -> str:
+        table = one.split(" ")[0]
+        return f"{table} (few rows)" if table in ("runs_attempt", "runs_outbox", "runs_storedobject") else one
+    return {step: [tuple(sorted({read(one) for one in reads})) for reads in sent] for step, sent in steps.items()}
+
+
+# Each step of the hot path (tests.plans.hot_path): per statement that reads a big table, how.
+# Runs found by their ids read the primary key; by state, the one partial index of the state.
+PK, ATTEMPT, OBJECT, OUTBOX = "runs_run runs_run_pkey", "runs_attempt runs_attempt_pkey", \
+    "runs_storedobject runs_storedobject_pkey", "runs_outbox runs_outbox_pkey"
+CLAIMABLE, RUNNING = "runs_run run_claimable_strict_idx", "runs_run run_running_idx"
+SWEEP = [(RUNNING,), (ATTEMPT, PK), (ATTEMPT,), (PK,)]
+STEPS = {
+    "postgresql": {
+        "materialize": [],
+        "claim": [(CLAIMABLE, RUNNING), (RUNNING,), (CLAIMABLE,), (PK,), (OUTBOX, "runs_outbox runs_outbox_run_id_9b98ca34")],
+        "heartbeat": [(ATTEMPT, PK)],
+        "staging": [(ATTEMPT, PK), (OBJECT,)],
+        "group commit": [(PK,), (ATTEMPT, PK, "runs_storedobject runs_storedobject_key_key"), (ATTEMPT, PK, OBJECT)],
+        "completion": [(PK,), (PK,), (ATTEMPT,), (ATTEMPT,), (PK,)],
+        "relay": [("runs_outbox outbox_unpublished_idx", OUTBOX), (OUTBOX,)],
+        "sweep": SWEEP,
+    },
+    # One statement per attempt where PostgreSQL's take arrays; a new row's key looked up among
+    # the rows that refer to it (SQLite's deferred foreign keys).
+    "sqlite": {
+        "materialize": [("effects_effectintent effects_effectintent_run_id_581b06ae", ATTEMPT,
+                         "runs_outbox runs_outbox_run_id_9b98ca34", "runs_storedobject runs_storedobject_run_id_52759429")],
+        "claim": [(CLAIMABLE, RUNNING), (RUNNING,), (CLAIMABLE,),
+                  ("runs_run runs_run_accepted_attempt_id_b1e11038", "runs_run runs_run_current_attempt_id_684c92a3",
+                   "runs_storedobject runs_storedobject_attempt_id_fc6ca74b"),
+                  ("runs_outbox runs_outbox_run_id_9b98ca34",)],
+        "heartbeat": [("runs_run runs_run_current_attempt_id_684c92a3",), *[(ATTEMPT,), (PK,), (ATTEMPT,)] * 8],
+        "staging": [(ATTEMPT, PK), (OBJECT,)],
+        "group commit": [(ATTEMPT, PK, "runs_storedobject runs_storedobject_pkey"), (OBJECT,), (ATTEMPT,), (PK,)],
+        "completion": [(PK,), (ATTEMPT,), (ATTEMPT,), (PK,)],
+        "relay": [("runs_outbox outbox_unpublished_idx",), (OUTBOX,), (OUTBOX,)],
+        "sweep": SWEEP,
+    },
+}
+
+
 # Committed, and the tables emptied after (TRUNCATE): a rolled-back million rows would stay in
 # the test database's runs table as dead rows (its server runs without autovacuum), and
 # ANALYZE's row count, written in place, would outlive the rollback.
 @pytest.mark.django_db(transaction=True)
-def test_hot_path__each_statement_reads_the_index_meant_for_it(wave):
+@pytest.mark.usefixtures("file_objects")
+def test_hot_path__each_statement_reads_the_index_meant_for_it(wave, request):
     tenant, schedule, history_tenant = wave
-    plans = {name: run_scans(sql) for name, sql in hot_statements(tenant, schedule, history_tenant).items()}
-    assert plans == PLANS
+    scans = {name: run_scans(sql) for name, sql in hot_statements(tenant, schedule, history_tenant).items()}
+    assert scans == PLANS
+    # Then the hot path for real, step by step: how each statement that reads a big table reads it.
+    steps = {step: [read for sql, params in sent if (read := plans.reads(sql, params))]
+             for step, sent in plans.hot_path().items()}
+    steps = {step: [tuple(sorted({_named(read) for read in reads})) for reads in sent] for step, sent in steps.items()}
+    expected = STEPS[connection.vendor]
+    if history_tenant == tenant and connection.vendor == "postgresql":
+        steps, expected = _few(steps), _few(expected)
+    assert steps == expected
 
 
 def test_mark_dispatched__finds_each_runs_intents_by_index_in_an_unanalyzed_outbox():
@@ -167,6 +185,6 @@ def test_mark_dispatched__finds_each_runs_intents_by_index_in_an_unanalyzed_outb
         claim_sql.mark_dispatched([f"run_{i:026d}" for i in range(32)])
     [statement] = [q["sql"] for q in captured_queries.captured_queries]
 
-    explained = plan(statement)
+    explained = plans.plan(statement)
     assert "Seq Scan" not in explained, explained
     assert "runs_outbox_run_id" in explained, explained

@@ -1,0 +1,179 @@
+"""The hot path's statements over a history, and how each reads the big tables: what
+tests/runs/test_hot_path_plans.py pins and bench/hot_path_plans.py times.
+
+A history is ``count`` finished runs of another tenant (failed, canceled and succeeded, 40
+days old), each with its attempt, its stored result object and its served dispatch intent,
+written set-based (a million in seconds on PostgreSQL); a wave is a new tenant's queued runs
+inserted after the history was analyzed, so the statistics know none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+from django.db import connection, transaction
+
+from runs import authority
+from runs.relay import relay_pass
+from schedules.models import Schedule
+from scheduler_project.clock import authority_now
+from tests.authority_steps import create_schedule, insert_runs
+from tests.factories import make_tenant
+
+# The tables that grow with history: a statement on them must read the index meant for it.
+BIG_TABLES = ("runs_run", "runs_attempt", "runs_outbox", "runs_storedobject", "effects_effectintent")
+UNRELATED_STATES = ("failed", "canceled", "skipped")
+WAVE = 10_000
+
+
+def is_postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def analyze() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE" if not is_postgresql() else
+                       "ANALYZE runs_run, runs_attempt, runs_outbox, runs_storedobject, effects_effectintent")
+
+
+def insert_history(count: int, *, related: int | None = None, name: str = "history", schedules: int = 10) -> tuple:
+    """``count`` finished runs of a new tenant, by one statement per table and state: ``related``
+    of them (all by default) succeeded, each with its attempt, result object and served
+    dispatch intent; the others failed, canceled or skipped, with none. (The tenant, its
+    schedule ids.)"""
+    tenant = make_tenant(name)
+    schedule_ids = [create_schedule(tenant, name=f"h{n}").id for n in range(schedules)]
+    related = count if related is None else related
+    with transaction.atomic():  # the succeeded runs' accepted attempts follow them
+        _insert_history(tenant, schedule_ids, {"succeeded": related, **{
+            state: (count - related) // len(UNRELATED_STATES) for state in UNRELATED_STATES}})
+    return tenant, schedule_ids
+
+
+def _insert_history(tenant, schedule_ids: list[str], counts: dict[str, int]) -> None:
+    if is_postgresql():  # rows consistent by construction: no foreign-key trigger per row
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL session_replication_role = replica")
+    ago = "now() - interval '40 days'" if is_postgresql() else "'now', '-40 days'"
+    for n, (state, count) in enumerate(counts.items()):
+        if count:  # each state its own instants: i x 4 + n seconds after ``ago``
+            insert_runs(count, tenant_id=tenant.id, schedule_ids=schedule_ids, state=state, due=ago, extra=f"h{n}_",
+                        step=len(counts), offset=n, attempts=state == "succeeded")
+    of_history = f"FROM runs_run AS r WHERE r.tenant_id = '{tenant.id}' AND r.state = 'succeeded'"
+    attempt_id = "'att_' || substr(r.id, 5)"
+    key = "'history/' || r.id || '/result.json'"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO runs_attempt (id, run_id, number, fence, worker_label, state, lease_seconds, started_at,"
+            " lease_expires_at, finished_at, error)"
+            f" SELECT {attempt_id}, r.id, 1, 1, 'history', r.state, 30, r.finished_at, r.finished_at, r.finished_at, '' "
+            f"{of_history}")
+        cursor.execute(
+            "INSERT INTO runs_storedobject (key, version_id, run_id, attempt_id, fence, state, checksum, size,"
+            " content_type, filename, created_at, uploaded_at, referenced_at)"
+            f" SELECT {key}, 'v1', r.id, {attempt_id}, 1, 'referenced', 'sha256:' || r.id, 96, 'application/json',"
+            f" '', r.finished_at, r.finished_at, r.finished_at {of_history}")
+        cursor.execute(
+            "INSERT INTO runs_outbox (kind, action_key, run_id, resource_class, created_at, published_at,"
+            " processed_at, publish_attempts, last_error, broker_epoch)"
+            " SELECT 'dispatch', 'dispatch:' || r.id || ':1', r.id, 'short', r.due_at, r.due_at, r.due_at, 1, '',"
+            f" 'history' {of_history}")
+
+
+def insert_wave(tenant_name: str = "wave", count: int = WAVE) -> tuple:
+    """A new tenant's wave after the last ANALYZE: ``count`` queued runs of one schedule due
+    within the last four hours, eight running ones, and ten schedules due now (the scanner's
+    next pass). (The tenant, the wave's schedule.)"""
+    tenant = make_tenant(tenant_name, max_active_runs=10**6)
+    schedule = create_schedule(tenant, overlapPolicy="allow")
+    pg = is_postgresql()
+    insert_runs(count, tenant_id=tenant.id, schedule_ids=[schedule.id], state="queued",
+                due="now() - interval '4 hours'" if pg else "'now', '-4 hours'", extra=f"{tenant_name}_q")
+    insert_runs(8, tenant_id=tenant.id, schedule_ids=[schedule.id], state="running",
+                due="now()" if pg else "'now'", extra=f"{tenant_name}_r")
+    due = authority_now() - timedelta(seconds=1)
+    for n in range(10):
+        Schedule.objects.filter(id=create_schedule(tenant, name=f"due{n}", overlapPolicy="allow").id).update(
+            next_run_at=due)
+    return tenant, schedule
+
+
+def statements(call) -> list[tuple[str, object]]:
+    """The statements ``call`` sends that touch a big table, with their parameters."""
+    sent = []
+
+    def keep(execute, sql, params, many, context):
+        if not many and any(table in sql for table in BIG_TABLES):
+            sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(keep):
+        call()
+    return sent
+
+
+def hot_path() -> dict[str, list[tuple[str, object]]]:
+    """Each step of the hot path, run for real on what the database holds, and the statements
+    it sent on the big tables: a scanner pass, a batch claim (tenant loads, tenant locks,
+    recount, candidate lock, writes), a heartbeat, staging, the group commit, a failure
+    through the general completion, the relay and the sweep of a passed lease."""
+    steps: dict[str, list[tuple[str, object]]] = {}
+    steps["materialize"] = statements(authority.materialize_due)
+    claimed: list = []
+    steps["claim"] = statements(lambda: claimed.extend(authority.claim_many(n=8, worker_label="plans")))
+    assert len(claimed) == 8, claimed
+    held = [(r.current_attempt_id, r.fence) for r in claimed]
+    steps["heartbeat"] = statements(lambda: authority.heartbeat_many(held))
+    succeeding, failing, expiring = claimed[:6], claimed[6], claimed[7]
+    staged: list = []
+    steps["staging"] = statements(lambda: staged.extend(authority.stage_results(
+        [authority.Upload(r.id, r.current_attempt_id, r.fence, b"{}", "application/json") for r in succeeding])))
+    successes = [authority.Success(r.id, r.current_attempt_id, r.fence, obj) for r, obj in zip(succeeding, staged)]
+    steps["group commit"] = statements(lambda: authority.complete_succeeded(successes))
+    steps["completion"] = statements(lambda: authority.complete(
+        run_id=failing.id, attempt_id=failing.current_attempt_id, fence=failing.fence, outcome="failed",
+        error="boom", retryable=False))
+    steps["relay"] = statements(lambda: relay_pass(lambda hints: None, batch_size=50))
+    from runs.models import Run
+    Run.objects.filter(id=expiring.id).update(lease_expires_at=authority_now() - timedelta(seconds=1))
+    steps["sweep"] = statements(authority.sweep_expired_leases)
+    return steps
+
+
+def plan(sql: str, params=None) -> str:
+    with connection.cursor() as cursor:
+        if is_postgresql():
+            cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+            return json.dumps(cursor.fetchone()[0])
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        return "\n".join(row[-1] for row in cursor.fetchall())
+
+
+def reads(sql: str, params=None) -> tuple[str, ...]:
+    """How the statement reads the big tables, sorted: "table index" for each index read,
+    "table full scan" for a read of the whole table."""
+    explained = plan(sql, params)
+    found = set()
+    if is_postgresql():
+        nodes = [json.loads(explained)[0]["Plan"]]
+        while nodes:
+            node = nodes.pop()
+            nodes.extend(node.get("Plans", ()))
+            table = node.get("Relation Name")
+            if table not in BIG_TABLES or node["Node Type"] in ("ModifyTable",):
+                continue
+            if node["Node Type"] == "Bitmap Heap Scan":  # its index is named by the Bitmap Index Scan below
+                found.update(f"{table} {index}" for index in re.findall(r'"Index Name": "(\w+)"', json.dumps(node["Plans"])))
+            else:
+                found.add(f"{table} {node.get('Index Name', 'full scan')}")
+        return tuple(sorted(found))
+    aliases = {alias: table for table, alias in re.findall(rf'"?({"|".join(BIG_TABLES)})"? AS "?(\w+)', sql)}
+    for name, how, index in re.findall(
+            r"(?:SCAN|SEARCH) (\w+)(?: USING (COVERING INDEX|INDEX|INTEGER PRIMARY KEY|PRIMARY KEY)(?: (\w+))?)?",
+            explained):
+        table = name if name in BIG_TABLES else aliases.get(name)
+        if table:
+            found.add(f"{table} {index or ('primary key' if how else 'full scan')}")
+    return tuple(sorted(found))
