@@ -2,7 +2,7 @@
 with a fresh wave the statistics have not seen: the plans tests/runs/test_hot_path_plans.py
 pins, timed with EXPLAIN ANALYZE.
 
-    .venv/bin/python bench/hot_path_plans.py --database scheduler_plans --history 2000000 [--repeat 7]
+    .venv/bin/python bench/hot_path_plans.py --database scheduler_plans --history 2000000 [--repeat 7] [--running 8]
 
 The history (tests/plans.py: finished runs of one tenant, each with its attempt, result object
 and served dispatch intent, written set-based) is loaded once into ``--database`` and kept;
@@ -67,6 +67,7 @@ def main():
     parser.add_argument("--database", default="scheduler_plans")
     parser.add_argument("--history", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--running", type=int, default=8, help="runs of the wave already running (workers' slots)")
     args = parser.parse_args()
     os.environ["BENCH_DATABASE"] = args.database
     os.environ["OBJECT_STORE_URL"] = f"file://{tempfile.mkdtemp(prefix='hot-path-plans-')}/objects"
@@ -78,7 +79,7 @@ def main():
 
     get_object_store().ensure_ready()
     load(args.history)
-    tenant, _ = plans.insert_wave(f"wave{int(time.time())}")
+    tenant, _ = plans.insert_wave(f"wave{int(time.time())}", running=args.running)
     try:
         steps = plans.hot_path()
         for step, sent in steps.items():

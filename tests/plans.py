@@ -82,16 +82,16 @@ def _insert_history(tenant, schedule_ids: list[str], counts: dict[str, int]) -> 
             f" 'history' {of_history}")
 
 
-def insert_wave(tenant_name: str = "wave", count: int = WAVE) -> tuple:
+def insert_wave(tenant_name: str = "wave", count: int = WAVE, running: int = 8) -> tuple:
     """A new tenant's wave after the last ANALYZE: ``count`` queued runs of one schedule due
-    within the last four hours, eight running ones, and ten schedules due now (the scanner's
-    next pass). (The tenant, the wave's schedule.)"""
+    within the last four hours, ``running`` running ones (at least 8: the hot path claims 8
+    more), and ten schedules due now (the scanner's next pass). (The tenant, the wave's schedule.)"""
     tenant = make_tenant(tenant_name, max_active_runs=10**6)
     schedule = create_schedule(tenant, overlapPolicy="allow")
     pg = is_postgresql()
     insert_runs(count, tenant_id=tenant.id, schedule_ids=[schedule.id], state="queued",
                 due="now() - interval '4 hours'" if pg else "'now', '-4 hours'", extra=f"{tenant_name}_q")
-    insert_runs(8, tenant_id=tenant.id, schedule_ids=[schedule.id], state="running",
+    insert_runs(running, tenant_id=tenant.id, schedule_ids=[schedule.id], state="running",
                 due="now()" if pg else "'now'", extra=f"{tenant_name}_r")
     due = authority_now() - timedelta(seconds=1)
     for n in range(10):
