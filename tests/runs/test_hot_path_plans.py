@@ -1,14 +1,17 @@
 """The hot path keeps its plans whatever the statistics say.
 
 Two databases are planned against, each with a new tenant's wave of 10,000 queued runs
-inserted after the last ANALYZE: one whose statistics were taken while the runs table was
-empty (a new database's first wave), and one whose statistics were taken on a history of
-1,000,000 finished runs. The second is production's case: the statistics show no queued or
-running run and do not know the tenant, so every live partial index looks equally empty, and
-a claim could walk any index whose predicate its condition implies. Each statement must read
-the one index meant for it (models.Run says which, and why no other can serve it). On
-PostgreSQL, and on the embedded SQLite when tests/runs/test_embedded_authority.py runs this
-module there. The outbox's first wave, with no statistics at all, is the last test."""
+inserted after the last ANALYZE: one whose statistics were taken while the tables were empty
+(a new database's first wave), and one whose statistics were taken on a history of 1,000,000
+finished runs (tests.plans.insert_history). The second is production's case: the statistics
+show no queued or running run and do not know the tenant, so every live partial index looks
+equally empty, and a statement could walk any index whose predicate its condition implies.
+Each statement must read the one index meant for it (models.Run says which, and why no other
+can serve it; rows found by id are guarded through claim_sql.checked, which says why): the
+claim's statements one by one, then every step of the hot path run for real
+(tests.plans.hot_path). On PostgreSQL, and on the embedded SQLite when
+tests/runs/test_embedded_authority.py runs this module there. The outbox's first wave, with
+no statistics at all, is the last test."""
 
 import pytest
 from django.db import connection
