@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.db import connection, transaction
@@ -52,10 +53,37 @@ def insert_history(count: int, *, related: int | None = None, name: str = "histo
     return tenant, schedule_ids
 
 
+@contextmanager
+def _indexes_built_after(tables):
+    """On PostgreSQL, the tables' indexes (those backing no constraint) dropped and built again
+    after the block, in its transaction: one sorted build each instead of an entry per row
+    inserted (twice as fast for a million runs). Foreign-key triggers are off meanwhile: the
+    rows are consistent by construction."""
+    if not is_postgresql():
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")
+        cursor.execute(
+            "SELECT i.indexname, i.indexdef FROM pg_indexes AS i WHERE i.tablename = ANY(%s) AND NOT EXISTS"
+            " (SELECT 1 FROM pg_constraint AS c WHERE c.conindid = quote_ident(i.indexname)::regclass)",
+            [list(tables)])
+        indexes = cursor.fetchall()
+        for name, _ in indexes:
+            cursor.execute(f'DROP INDEX "{name}"')
+    yield
+    with connection.cursor() as cursor:
+        for _, definition in indexes:
+            cursor.execute(definition)
+
+
 def _insert_history(tenant, schedule_ids: list[str], counts: dict[str, int]) -> None:
-    if is_postgresql():  # rows consistent by construction: no foreign-key trigger per row
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL session_replication_role = replica")
+    with _indexes_built_after(BIG_TABLES[:4]):
+        _insert_rows(tenant, schedule_ids, counts)
+
+
+def _insert_rows(tenant, schedule_ids: list[str], counts: dict[str, int]) -> None:
     ago = "now() - interval '40 days'" if is_postgresql() else "'now', '-40 days'"
     for n, (state, count) in enumerate(counts.items()):
         if count:  # each state its own instants: i x 4 + n seconds after ``ago``
