@@ -1,0 +1,219 @@
+"""Calendars through the API, the schedule's `calendar` field, preview, the materializer and
+a calendar edit recomputing nextRunAt, on the database under test."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from runs import authority
+from runs.models import Run, Trigger
+from schedules.models import Schedule
+from scheduler_project.clock import authority_now, instant
+from tests.api.conftest import CRON_BODY, create_schedule, post_raw
+
+pytestmark = pytest.mark.django_db
+UTC = timezone.utc
+ICS = b"""BEGIN:VCALENDAR\r
+VERSION:2.0\r
+PRODID:-//test//EN\r
+BEGIN:VEVENT\r
+UID:1\r
+DTSTART;VALUE=DATE:20271225\r
+DTEND;VALUE=DATE:20271226\r
+SUMMARY:Christmas\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+UID:2\r
+DTSTART;VALUE=DATE:20270101\r
+RRULE:FREQ=YEARLY;COUNT=3\r
+SUMMARY:New year\r
+END:VEVENT\r
+BEGIN:VEVENT\r
+UID:3\r
+DTSTART:20270301T090000Z\r
+SUMMARY:timed, not a day off\r
+END:VEVENT\r
+END:VCALENDAR\r
+"""
+
+
+def make_calendar(client, **fields):
+    body = {"name": "holidays", "timezone": "UTC", **fields}
+    response = client.post("/api/v1/calendars", body)
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def test_calendar__create_get_list_patch_delete(client):
+    made = make_calendar(client, excludeDates=["2027-07-05", "2027-07-05", "2027-01-01"], excludeAnnual=["12-25"],
+                         excludeWeekdays=[7, 6])
+    assert made["revision"] == 1 and made["calendarId"].startswith("cal")
+    assert made["excludeDates"] == ["2027-01-01", "2027-07-05"] and made["excludeWeekdays"] == [6, 7]
+    calendar_id = made["calendarId"]
+    assert client.get(f"/api/v1/calendars/{calendar_id}").json()["excludeAnnual"] == ["12-25"]
+    assert [c["calendarId"] for c in client.get("/api/v1/calendars").json()["results"]] == [calendar_id]
+    stale = client.patch(f"/api/v1/calendars/{calendar_id}", {"expectedRevision": 7, "excludeDates": []})
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "revision_conflict"
+    assert stale.json()["error"]["details"]["current"]["revision"] == 1
+    edited = client.patch(f"/api/v1/calendars/{calendar_id}", {"expectedRevision": 1, "excludeDates": []})
+    assert edited.status_code == 200 and edited.json()["revision"] == 2 and edited.json()["excludeDates"] == []
+    assert client.delete(f"/api/v1/calendars/{calendar_id}").status_code == 204
+    assert client.get(f"/api/v1/calendars/{calendar_id}").status_code == 404
+
+
+def test_calendar__other_tenants_calendar_is_404(client, other_client):
+    calendar_id = make_calendar(other_client)["calendarId"]
+    assert client.get(f"/api/v1/calendars/{calendar_id}").status_code == 404
+    assert client.patch(f"/api/v1/calendars/{calendar_id}", {"expectedRevision": 1}).status_code == 404
+    assert client.delete(f"/api/v1/calendars/{calendar_id}").status_code == 404
+    response = client.post("/api/v1/schedules", {**CRON_BODY, "calendar": {"calendarIds": [calendar_id]}})
+    assert response.status_code == 404, response.content
+    preview = client.post("/api/v1/schedules/preview", {"recurrence": CRON_BODY["recurrence"],
+                                                        "calendar": {"calendarIds": [calendar_id]}})
+    assert preview.status_code == 404
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"excludeDates": ["2027-02-30"]}, "excludeDates"),
+    ({"excludeDates": "2027-01-01"}, "excludeDates"),
+    ({"excludeDates": [f"2027-01-{d:02d}" for d in range(1, 29)] * 400}, "excludeDates"),  # 11,200 dates
+    ({"excludeAnnual": ["13-01"]}, "excludeAnnual"),
+    ({"excludeWeekdays": [0]}, "excludeWeekdays"),
+    ({"excludeWeekdays": [True]}, "excludeWeekdays"),
+    ({"timezone": "Mars/Olympus"}, "timezone"),
+    ({"name": ""}, "name"),
+    ({"colour": "red"}, "colour"),
+])
+def test_calendar__hostile_fields__400_with_the_field(client, body, field):
+    response = client.post("/api/v1/calendars", {"name": "x", **body})
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["details"]["field"] == field
+
+
+def test_calendar__100000_dates__4xx_and_nothing_stored(client):
+    dates = [(datetime(2000, 1, 1) + timedelta(days=k)).date().isoformat() for k in range(100_000)]
+    response = client.post("/api/v1/calendars", {"name": "x", "excludeDates": dates})
+    assert 400 <= response.status_code < 500
+    assert client.get("/api/v1/calendars").json()["results"] == []
+
+
+def test_calendar__dates_in_year_9999_are_accepted_and_previews_stay_bounded(client):
+    calendar_id = make_calendar(client, excludeDates=["9999-12-30", "9999-12-31"])["calendarId"]
+    response = client.post("/api/v1/schedules/preview", {
+        "recurrence": {"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"}, "after": "9999-12-28T00:00:00Z",
+        "calendar": {"calendarIds": [calendar_id], "policy": "shift_after"}, "count": 5})
+    assert response.status_code == 200, response.content
+
+
+def test_calendar__ics_import_adds_all_day_events(client):
+    calendar_id = make_calendar(client, excludeDates=["2027-07-05"])["calendarId"]
+    response = post_raw(client, f"/api/v1/calendars/{calendar_id}/import", ICS, content_type="text/calendar")
+    assert response.status_code == 200, response.content
+    assert response.json()["excludeDates"] == ["2027-01-01", "2027-07-05", "2027-12-25", "2028-01-01", "2029-01-01"]
+    assert response.json()["revision"] == 2
+
+
+@pytest.mark.parametrize("body", [b"not a calendar", b"BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:2027\r\n"
+                                  b"END:VEVENT\r\nEND:VCALENDAR\r\n", b"\xff\xfe"])
+def test_calendar__bad_ics__400_nothing_changed(client, body):
+    calendar_id = make_calendar(client, excludeDates=["2027-07-05"])["calendarId"]
+    response = post_raw(client, f"/api/v1/calendars/{calendar_id}/import", body, content_type="text/calendar")
+    assert response.status_code == 400, response.content
+    assert client.get(f"/api/v1/calendars/{calendar_id}").json()["revision"] == 1
+
+
+def test_calendar__delete_while_used__409(client):
+    calendar_id = make_calendar(client)["calendarId"]
+    create_schedule(client, calendar={"calendarIds": [calendar_id], "policy": "skip"})
+    response = client.delete(f"/api/v1/calendars/{calendar_id}")
+    assert response.status_code == 409 and response.json()["error"]["code"] == "invalid_state"
+
+
+def test_preview__shifted_from_and_include_excluded(client):
+    calendar_id = make_calendar(client, excludeDates=["2027-07-05"])["calendarId"]  # a Monday
+    body = {"recurrence": {"kind": "cron", "cron": "0 9 * * 1", "timezone": "UTC"}, "after": "2027-06-29T00:00:00Z",
+            "count": 3, "calendar": {"calendarIds": [calendar_id], "policy": "shift_before"}, "includeExcluded": True}
+    response = client.post("/api/v1/schedules/preview", body)
+    assert response.status_code == 200, response.content
+    assert response.json()["instants"] == [
+        {"at": "2027-07-02T09:00:00Z", "local": "2027-07-02T09:00:00+00:00", "shiftedFrom": "2027-07-05T09:00:00Z"},
+        {"at": "2027-07-05T09:00:00Z", "local": "2027-07-05T09:00:00+00:00", "excluded": calendar_id},
+        {"at": "2027-07-12T09:00:00Z", "local": "2027-07-12T09:00:00+00:00"},
+    ]
+
+
+def test_business_day_kind__through_the_api(client):
+    calendar_id = make_calendar(client, timezone="America/New_York", excludeDates=["2027-07-05"])["calendarId"]
+    body = {"recurrence": {"kind": "business_day", "days": [3], "at": "09:00", "timezone": "America/New_York",
+                           "calendarIds": [calendar_id]}, "after": "2027-07-01T00:00:00Z", "count": 1}
+    response = client.post("/api/v1/schedules/preview", body)
+    assert response.status_code == 200, response.content
+    assert response.json()["instants"][0]["at"] == "2027-07-06T13:00:00Z"
+    created = create_schedule(client, recurrence=body["recurrence"])
+    assert created["recurrence"]["kind"] == "business_day"
+    assert client.delete(f"/api/v1/calendars/{calendar_id}").status_code == 409
+
+
+def scan_until_idle():
+    for _ in range(50):
+        if not authority.materialize_due().schedules:
+            return
+    raise AssertionError("still materializing")
+
+
+def _monday_schedule(client, calendar_id, policy):
+    schedule = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * 1", "timezone": "UTC"},
+                               misfirePolicy="run_all", overlapPolicy="allow",
+                               calendar={"calendarIds": [calendar_id], "policy": policy})
+    # The scanner was away since before Monday 2026-11-02.
+    Schedule.objects.filter(id=schedule["scheduleId"]).update(
+        next_run_from=datetime(2026, 11, 1, tzinfo=UTC), next_run_at=datetime(2026, 11, 2, 9, tzinfo=UTC))
+    return schedule["scheduleId"]
+
+
+def test_materialize__excluded_instant_is_a_skipped_run_with_reason_calendar(client):
+    calendar_id = make_calendar(client, excludeDates=["2026-11-09"])["calendarId"]
+    schedule_id = _monday_schedule(client, calendar_id, "skip")
+    scan_until_idle()
+    runs = list(Run.objects.filter(schedule_id=schedule_id, trigger=Trigger.SCHEDULE).order_by("scheduled_at")[:3])
+    assert [(r.scheduled_at.date().isoformat(), r.state, r.skip_reason) for r in runs][:2] == [
+        ("2026-11-02", runs[0].state, None), ("2026-11-09", "skipped", "calendar")]
+    assert runs[0].state != "skipped" and runs[2].scheduled_at == datetime(2026, 11, 16, 9, tzinfo=UTC)
+    shown = client.get(f"/api/v1/runs/{runs[1].id}").json()
+    assert shown["skipReason"] == "calendar"
+
+
+def test_materialize__moved_instant_carries_shifted_from(client):
+    calendar_id = make_calendar(client, excludeDates=["2026-11-09"])["calendarId"]
+    schedule_id = _monday_schedule(client, calendar_id, "shift_after")
+    scan_until_idle()
+    runs = list(Run.objects.filter(schedule_id=schedule_id, trigger=Trigger.SCHEDULE).order_by("scheduled_at")[:3])
+    assert [r.scheduled_at for r in runs] == [datetime(2026, 11, 2, 9, tzinfo=UTC), datetime(2026, 11, 10, 9, tzinfo=UTC),
+                                              datetime(2026, 11, 16, 9, tzinfo=UTC)]
+    assert runs[1].shifted_from == datetime(2026, 11, 9, 9, tzinfo=UTC)
+    assert client.get(f"/api/v1/runs/{runs[1].id}").json()["shiftedFrom"] == "2026-11-09T09:00:00Z"
+    assert not Run.objects.filter(schedule_id=schedule_id, skip_reason="calendar").exists()
+
+
+def test_calendar_edit__recomputes_next_run_at_and_keeps_materialized_runs(client):
+    calendar_id = make_calendar(client)["calendarId"]
+    schedule = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"},
+                               calendar={"calendarIds": [calendar_id], "policy": "skip"})
+    first = datetime.fromisoformat(schedule["nextRunAt"].replace("Z", "+00:00"))
+    edited = client.patch(f"/api/v1/calendars/{calendar_id}",
+                          {"expectedRevision": 1, "excludeDates": [first.date().isoformat()]})
+    assert edited.status_code == 200, edited.content
+    shown = client.get(f"/api/v1/schedules/{schedule['scheduleId']}").json()
+    assert shown["nextRunAt"] == instant(first + timedelta(days=1))
+    client.patch(f"/api/v1/calendars/{calendar_id}", {"expectedRevision": 2, "excludeDates": []})
+    assert client.get(f"/api/v1/schedules/{schedule['scheduleId']}").json()["nextRunAt"] == instant(first)
+    assert authority_now() < first
+
+
+def test_schedule_calendar__hostile_values__400(client):
+    for calendar, field in [({"calendarIds": "x"}, "calendar.calendarIds"), ({"calendarIds": ["a"], "policy": "x"},
+                                                                           "calendar.policy"),
+                            ({"calendarIds": ["a"], "more": 1}, "calendar.more"), ("x", "calendar")]:
+        response = client.post("/api/v1/schedules", {**CRON_BODY, "calendar": calendar})
+        assert response.status_code == 400, response.content
+        assert response.json()["error"]["details"]["field"] == field
