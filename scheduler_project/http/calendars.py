@@ -30,7 +30,8 @@ class CalendarCollectionView(TenantAPIView):
     query_parameters = {"get": frozenset({"limit", "cursor"})}
 
     @extend_schema(operation_id="calendars_list", summary="List calendars", tags=TAGS,
-                   description="The tenant's calendars by id; `nextCursor` pages.",
+                   description="The caller's calendars, oldest id first, `limit` per page (1 to 200, default 50); pass "
+                               "`nextCursor` back as `cursor` for the next page.",
                    responses={200: dict, **error_responses(400, 401, 403)})
     def get(self, request):
         limit = query_limit(request)
@@ -58,7 +59,9 @@ class CalendarCollectionView(TenantAPIView):
 
 class CalendarDetailView(TenantAPIView):
     @extend_schema(operation_id="calendars_retrieve", summary="Get a calendar", tags=TAGS,
-                   parameters=[ID_PARAMETER], responses={200: dict, **error_responses(401, 403, 404)})
+                   parameters=[ID_PARAMETER],
+                   description="One calendar of the caller: its excluded dates, annual dates and weekdays, its "
+                               "revision and how many schedules use it. Another tenant's calendar is 404.", responses={200: dict, **error_responses(401, 403, 404)})
     def get(self, request, calendar_id):
         return Response(calendar_representation(calendar_get(tenant=request.tenant, calendar_id=calendar_id)))
 
@@ -79,7 +82,8 @@ class CalendarDetailView(TenantAPIView):
         return Response(calendar_representation(calendar))
 
     @extend_schema(operation_id="calendars_destroy", summary="Delete a calendar", tags=TAGS,
-                   parameters=[ID_PARAMETER], description="409 invalid_state while a schedule uses it.",
+                   parameters=[ID_PARAMETER], description="Removes the calendar for good; 409 invalid_state (with some of the schedules in "
+                               "`details.scheduleIds`) while a live schedule uses it.",
                    request=None, responses={204: None, **error_responses(401, 403, 404, 409)})
     def delete(self, request, calendar_id):
         calendar_delete(tenant=request.tenant, calendar_id=calendar_id)
