@@ -26,6 +26,7 @@ from schedules.models import (
     Tenant,
 )
 from schedules.recurrence.calendars import CalendarDays
+from schedules.selectors import occurrences_left
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, RevisionConflict
 
 MAX_ANNUAL_DATES = 366
@@ -293,8 +294,9 @@ def calendar_recompute_schedules(calendar_id: str, *, batch: int = CALENDAR_RECO
             return changed
         after_id = ids[-1]
         with transaction.atomic():
+            # A schedule whose every instant was excluded has no next_run_at; an edit may give it one.
             schedules = list(Schedule.objects.select_for_update(of=("self",)).filter(
-                id__in=ids, deleted_at__isnull=True, paused=False, next_run_at__isnull=False).order_by("id"))
+                id__in=ids, deleted_at__isnull=True, paused=False).order_by("id"))
             refs = set()
             rules = {}
             for schedule in schedules:
@@ -305,8 +307,10 @@ def calendar_recompute_schedules(calendar_id: str, *, batch: int = CALENDAR_RECO
             days = calendar_days_for(refs)
             for schedule in schedules:
                 rule = rules.get(schedule.id)
-                if rule is None or rule.kind == "after_completion":
+                if rule is None or rule.kind == "after_completion" or occurrences_left(schedule) == 0:
                     continue
+                if schedule.next_run_from is None and schedule.next_run_at is None:
+                    continue  # ended before it knew where from; an edit of the schedule revives it
                 start = schedule.next_run_from or (schedule.next_run_at - timedelta(microseconds=1))
                 following = recurrence.next_after(rule.bound(days), start)
                 if following != schedule.next_run_at:

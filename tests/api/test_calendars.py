@@ -217,3 +217,26 @@ def test_schedule_calendar__hostile_values__400(client):
         response = client.post("/api/v1/schedules", {**CRON_BODY, "calendar": calendar})
         assert response.status_code == 400, response.content
         assert response.json()["error"]["details"]["field"] == field
+
+
+def test_calendar_recompute__in_batches_leaves_paused_and_runs_alone(client):
+    from schedules.calendars import calendar_recompute_schedules
+    from schedules.models import Calendar
+
+    calendar_id = make_calendar(client)["calendarId"]
+    body = {"recurrence": {"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"},
+            "calendar": {"calendarIds": [calendar_id], "policy": "skip"}}
+    schedules = [create_schedule(client, **body) for _ in range(5)]
+    paused = schedules[-1]["scheduleId"]
+    assert client.post(f"/api/v1/schedules/{paused}/pause", {}).status_code == 200
+    run_ids = set(Run.objects.values_list("id", flat=True))
+    first = datetime.fromisoformat(schedules[0]["nextRunAt"].replace("Z", "+00:00"))
+    Calendar.objects.filter(id=calendar_id).update(exclude_dates=[first.date().isoformat()])
+
+    assert calendar_recompute_schedules(calendar_id, batch=2) == 4
+
+    moved = dict(Schedule.objects.filter(id__in=[s["scheduleId"] for s in schedules]).values_list("id", "next_run_at"))
+    assert [moved[s["scheduleId"]] for s in schedules[:4]] == [first + timedelta(days=1)] * 4
+    assert moved[paused] is None
+    assert set(Run.objects.values_list("id", flat=True)) == run_ids
+    assert calendar_recompute_schedules(calendar_id, batch=2) == 0  # nothing left to change
