@@ -81,7 +81,8 @@ def zoned(moment: datetime | None, zone_name: str) -> str:
 def preview_lines(rule) -> list[str]:
     """The next instants of `rule` as the admin shows them: local with the zone named, and UTC;
     then its warnings (both cron day fields restricted: each dialect's next instants)."""
-    lines = [f"{zoned(at, rule.timezone)} = {instant(at)}" for at, *_ in schedule_preview(rule=rule, count=PREVIEW_COUNT)]
+    lines = [f"{zoned(at, rule.timezone)} = {instant(at)}" + (f" (moved from {instant(moved)})" if moved else "")
+             for at, _, moved, _ in schedule_preview(rule=rule, count=PREVIEW_COUNT)]
     if rule.kind == "after_completion":  # one instant: the delay after a run ending now
         return [f"{rule.delay_seconds}s after the previous run ends; for a run ending now: {line}" for line in lines]
     for warning in rule_warnings(rule):
