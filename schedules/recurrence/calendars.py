@@ -16,12 +16,13 @@ Every search is bounded: ``MAX_SEARCH_STEPS`` rule instants or excluded days per
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Callable
 from zoneinfo import ZoneInfo
 
-from schedules.recurrence.wallclock import UTC, resolve
+from schedules.recurrence.wallclock import resolve
 
 POLICIES = ("skip", "shift_before", "shift_after")
 MAX_SHIFT_DAYS = 366  # a shift looks this many days for a business day; none: the instant is skipped
@@ -247,7 +248,10 @@ def next_business_day(days: tuple[int, ...], at: time, cal: CalendarSet, zone: Z
     return None
 
 
-def _month_instants(days, at, cal, zone, year, month) -> list[datetime]:
+@functools.lru_cache(maxsize=4096)
+def _month_instants(days, at, cal, zone, year, month) -> tuple[datetime, ...]:
+    """The month's chosen instants; cached: a rule asks about the same months again and
+    again, and the calendars (frozen, hashed once) key it."""
     first = date(year, month, 1)
     business: list[datetime] = []
     day = first
@@ -265,8 +269,5 @@ def _month_instants(days, at, cal, zone, year, month) -> list[datetime]:
         index = n - 1 if n > 0 else len(business) + n
         if 0 <= index < len(business):
             chosen.add(business[index])
-    return sorted(chosen)
+    return tuple(sorted(chosen))
 
-
-def as_utc(instant: datetime) -> datetime:
-    return instant.astimezone(UTC)

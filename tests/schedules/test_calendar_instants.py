@@ -175,3 +175,45 @@ def test_calendar_set_business_is_monday_to_friday():
     assert not cal.business(utc(2027, 7, 5, 9), ZoneInfo("UTC"))
     assert cal.business(utc(2027, 7, 6, 9), ZoneInfo("UTC"))
     assert not cal.business(utc(2027, 7, 3, 9), ZoneInfo("UTC"))
+
+
+ZONES = ["UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Chicago", "America/Los_Angeles",
+         "America/Sao_Paulo", "America/Santiago", "America/Havana", "America/St_Johns", "Asia/Beirut",
+         "Asia/Tehran", "Asia/Kolkata", "Asia/Tokyo", "Australia/Sydney", "Australia/Lord_Howe",
+         "Antarctica/Troll", "Pacific/Apia", "Pacific/Auckland", "Pacific/Chatham", "Africa/Cairo"]
+
+
+def _expected_shift(r, zone, cal, step):
+    """Where an excluded instant moves, derived here: the same wall time on the nearest
+    Monday-Friday (rule zone) whose date no calendar excludes (calendar zone)."""
+    tz = ZoneInfo(zone)
+    local_time = r.astimezone(tz).replace(tzinfo=None)
+    for k in range(1, 367):
+        slot = local_time + step * k * (datetime(2000, 1, 2) - datetime(2000, 1, 1))
+        candidate = slot.replace(tzinfo=tz).astimezone(UTC)
+        if candidate.astimezone(tz).isoweekday() <= 5 and not any(c.excludes(candidate) for c in cal):
+            return candidate
+    return None
+
+
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("policy", ["skip", "shift_before", "shift_after"])
+def test_calendar_policies_across_dst__each_occurrence_is_kept_or_moved_once(zone, policy):
+    # Daily at 00:30 and 02:30 (midnight and early-morning DST changes), every third local
+    # day of 2027 excluded, in the rule's own zone; weekends are not business days.
+    dates = [date(2027, 1, 1) + (date(2027, 1, 4) - date(2027, 1, 1)) * k for k in range(122)]
+    cal = (holidays(zone=zone, dates=dates),)
+    data = {"kind": "cron", "cron": "30 0,2 * * *", "timezone": zone}
+    plain = recurrence.parse_rule(data)
+    r = rule(data, cal, policy)
+    raw = recurrence.preview(plain, utc(2027, 1, 1), 730)
+    excluded = [at for at in raw if cal[0].excludes(at)]
+    expected = {at for at in raw if not cal[0].excludes(at)}
+    if policy != "skip":
+        step = -1 if policy == "shift_before" else 1
+        expected |= {moved for moved in (_expected_shift(at, zone, cal, step) for at in excluded) if moved}
+    lo, hi = raw[10], raw[-10]
+    expected = sorted(at for at in expected if lo < at < hi)
+    got = [at for at in recurrence.preview(r, lo, len(expected) + 5) if at < hi]
+    assert got == expected
+    assert not set(got) & set(excluded)
