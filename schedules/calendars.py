@@ -163,8 +163,14 @@ def calendar_days_for(ids, *, tenant_id: str | None = None) -> dict[str, Calenda
 
 
 def rule_bound(rule: recurrence.Rule, tenant_id: str, *, strict: bool = False) -> recurrence.Rule:
-    """``rule`` with the exclusions of the calendars it names; ``strict``: a calendar that is
-    not the tenant's is 404 (a request naming it), else it is left out (a stored row)."""
+    """``rule`` with the exclusions of the calendars it names; ``strict`` (a request naming
+    them): a policy the rule cannot take is 400, a calendar that is not the tenant's 404;
+    else (a stored row) a missing calendar is left out."""
+    if strict:
+        try:
+            recurrence.check_calendar_policy(rule)
+        except recurrence.RecurrenceError as exc:
+            raise InvalidRequest(exc.message, field=exc.field) from None
     refs = rule.calendar_refs()
     if not refs:
         return rule

@@ -28,6 +28,7 @@ POLICIES = ("skip", "shift_before", "shift_after")
 MAX_SHIFT_DAYS = 366  # a shift looks this many days for a business day; none: the instant is skipped
 MAX_SEARCH_STEPS = 4000  # rule instants (or excluded days) one query may examine
 _MICRO = timedelta(microseconds=1)
+_DST_MARGIN = timedelta(hours=2, minutes=1)  # more than any offset change in tzdata (Troll: 2 hours)
 
 RawNext = Callable[[datetime], "datetime | None"]
 
@@ -179,6 +180,8 @@ def _next_moved(raw_next: RawNext, cal: CalendarSet, zone: ZoneInfo,
             if best is None or occurrence < best[0] or (occurrence == best[0] and best[1] is not None
                                                        and (source is None or source < best[1])):
                 best = (occurrence, source)
+        if source is not None:
+            cursor = _past_moved_segment(cursor, instant, occurrence, after, zone, cal)
         if best is None:
             continue
         if later:
@@ -191,6 +194,20 @@ def _next_moved(raw_next: RawNext, cal: CalendarSet, zone: ZoneInfo,
             if instant > best[0] and _business_between(cal, zone, best[0], instant):
                 break
     return best
+
+
+def _past_moved_segment(cursor: datetime, instant: datetime, occurrence: datetime | None, after: datetime,
+                        zone: ZoneInfo, cal: CalendarSet) -> datetime:
+    """Where to look next after the excluded ``instant``. The later instants of its segment
+    (the same local day in the rule's zone and in the excluding calendar's) move to the same
+    day at later times: past `after` already, none can beat it (or none moves at all), so
+    the segment is done; else the first that can pass `after` is about `after` less the move,
+    give or take a DST change."""
+    excluding = cal.excluding(instant)
+    segment_end = min(_day_end(instant, zone), _day_end(instant, excluding.zone))
+    if occurrence is None or occurrence > after:
+        return max(cursor, segment_end)
+    return max(cursor, min(after - (occurrence - instant) - _DST_MARGIN, segment_end))
 
 
 def _business_between(cal: CalendarSet, zone: ZoneInfo, start: datetime, end: datetime) -> bool:

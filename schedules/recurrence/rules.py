@@ -236,6 +236,24 @@ def parse_calendar_ids(value: object, field: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def check_calendar_policy(rule: Rule) -> None:
+    """A shift policy looks at the instants of whole days: refused for rules firing more than
+    once a minute (400 on `calendar.policy`); `skip` takes any rule."""
+    if rule.calendar_policy in (None, "skip"):
+        return
+    if rule.kind == "after_completion":
+        raise InvalidRecurrence("calendar does not apply to an after_completion recurrence", "calendar")
+    frequent = (
+        (rule.kind == "interval" and rule.every_seconds < 60)
+        or (rule.kind == "cron" and len(compile_cron(rule.cron, rule.dialect, rule.hash_key).seconds) > 1)
+        or (rule.kind == "rrule" and ("FREQ=SECONDLY" in rule.rrule.text
+                                      or re.search(r"BYSECOND=[0-9]+,", rule.rrule.text) is not None))
+    )
+    if frequent:
+        raise InvalidRecurrence(f"calendar.policy {rule.calendar_policy} needs a rule firing at most once a minute",
+                                "calendar.policy")
+
+
 def parse_calendar_policy(value: object, field: str = "calendar.policy") -> str:
     if not isinstance(value, str) or value not in POLICIES:
         raise InvalidRecurrence(f"{field} must be one of: {', '.join(POLICIES)}", field)

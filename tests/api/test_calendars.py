@@ -240,3 +240,52 @@ def test_calendar_recompute__in_batches_leaves_paused_and_runs_alone(client):
     assert moved[paused] is None
     assert set(Run.objects.values_list("id", flat=True)) == run_ids
     assert calendar_recompute_schedules(calendar_id, batch=2) == 0  # nothing left to change
+
+
+@pytest.mark.parametrize("rule", [
+    {"kind": "cron", "cron": "* * * * * *", "timezone": "UTC"},
+    {"kind": "interval", "everySeconds": 30, "anchor": "2027-01-01T00:00:00Z"},
+    {"kind": "rrule", "rrule": "FREQ=SECONDLY;INTERVAL=5", "dtstart": "2027-01-01T00:00:00", "timezone": "UTC"},
+])
+def test_shift_policy__rules_firing_more_than_once_a_minute__400(client, rule):
+    calendar_id = make_calendar(client, excludeWeekdays=[6, 7])["calendarId"]
+    calendar = {"calendarIds": [calendar_id], "policy": "shift_after"}
+    response = client.post("/api/v1/schedules", {**CRON_BODY, "recurrence": rule, "calendar": calendar})
+    assert response.status_code == 400 and response.json()["error"]["details"]["field"] == "calendar.policy"
+    preview = client.post("/api/v1/schedules/preview", {"recurrence": rule, "calendar": calendar})
+    assert preview.status_code == 400 and preview.json()["error"]["details"]["field"] == "calendar.policy"
+    skipping = client.post("/api/v1/schedules/preview", {"recurrence": rule, "calendar": {**calendar, "policy": "skip"}})
+    assert skipping.status_code == 200, skipping.content
+
+
+def test_minutely_rule_shifted_over_a_long_holiday_finds_its_next_instant(client):
+    # Every minute; Saturday 2027-07-31 to Tuesday 08-10 excluded (weekends and 9 dates):
+    # shift_after moves the holiday's minutes to Wednesday 08-11, where each meets the rule's
+    # own minute (one occurrence). Asked from inside the holiday (16,000 minutes of it), the
+    # answer is found: the search passes each excluded day at once.
+    dates = [f"2027-08-{d:02d}" for d in range(2, 11)]
+    calendar_id = make_calendar(client, excludeDates=dates, excludeWeekdays=[6, 7])["calendarId"]
+    body = {"recurrence": {"kind": "cron", "cron": "* * * * *", "timezone": "UTC"},
+            "calendar": {"calendarIds": [calendar_id], "policy": "shift_after"}, "count": 2,
+            "after": "2027-08-05T12:00:00Z"}
+    response = client.post("/api/v1/schedules/preview", body)
+    assert response.status_code == 200, response.content
+    assert response.json()["instants"] == [
+        {"at": "2027-08-11T00:00:00Z", "local": "2027-08-11T00:00:00+00:00"},
+        {"at": "2027-08-11T00:01:00Z", "local": "2027-08-11T00:01:00+00:00"}]
+
+
+def test_schedule_patch__adding_a_calendar_recomputes_next_run_and_its_preview_shows_the_move(client):
+    schedule = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})
+    first = datetime.fromisoformat(schedule["nextRunAt"].replace("Z", "+00:00"))
+    calendar_id = make_calendar(client, excludeDates=[first.date().isoformat()])["calendarId"]
+    edited = client.patch(f"/api/v1/schedules/{schedule['scheduleId']}", {
+        "expectedRevision": 1, "calendar": {"calendarIds": [calendar_id], "policy": "skip"}})
+    assert edited.status_code == 200, edited.content
+    assert edited.json()["nextRunAt"] == instant(first + timedelta(days=1))
+    assert edited.json()["calendar"] == {"calendarIds": [calendar_id], "policy": "skip"}
+    revisions = client.get(f"/api/v1/schedules/{schedule['scheduleId']}/revisions").json()["results"]
+    assert revisions[0]["calendar"] == {"calendarIds": [calendar_id], "policy": "skip"}
+    cleared = client.patch(f"/api/v1/schedules/{schedule['scheduleId']}", {"expectedRevision": 2, "calendar": None})
+    assert cleared.json()["nextRunAt"] == instant(first) and cleared.json()["calendar"] is None
+    assert client.delete(f"/api/v1/calendars/{calendar_id}").status_code == 204
