@@ -154,11 +154,16 @@ def calendar_days(calendar: Calendar) -> CalendarDays:
     )
 
 
-def calendar_days_for(ids, *, tenant_id: str | None = None) -> dict[str, CalendarDays]:
-    """id -> exclusions of the calendars ``ids`` (of ``tenant_id`` when given): one query."""
+def calendar_days_for(ids, *, tenant_id: str | None = None, lock: bool = False) -> dict[str, CalendarDays]:
+    """id -> exclusions of the calendars ``ids`` (of ``tenant_id`` when given): one query.
+    ``lock`` (in a schedule write's transaction): the rows are held until it commits, so a
+    calendar edit either commits first (and is read here) or waits, and then finds the
+    schedule among its users when it recomputes them."""
     calendars = Calendar.objects.filter(id__in=set(ids))
     if tenant_id is not None:
         calendars = calendars.filter(tenant_id=tenant_id)
+    if lock:
+        calendars = calendars.select_for_update(no_key=True).order_by("id")
     return {calendar.id: calendar_days(calendar) for calendar in calendars}
 
 
@@ -174,7 +179,7 @@ def rule_bound(rule: recurrence.Rule, tenant_id: str, *, strict: bool = False) -
     refs = rule.calendar_refs()
     if not refs:
         return rule
-    found = calendar_days_for(refs, tenant_id=tenant_id)
+    found = calendar_days_for(refs, tenant_id=tenant_id, lock=strict and transaction.get_connection().in_atomic_block)
     if strict and len(found) != len(refs):
         missing = sorted(refs - set(found))[0]
         raise NotFound(f"no such calendar {missing[:40]!r}", details={"calendarId": missing[:40]})
