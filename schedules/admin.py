@@ -156,7 +156,7 @@ class DeletedFilter(admin.SimpleListFilter):
 
 
 RECURRENCE = ("recurrence_kind", "cron", "dialect", "timezone", "every_seconds", "anchor", "delay_seconds",
-              "rrule", "dtstart", "exdates", "rdates")
+              "rrule", "dtstart", "exdates", "rdates", "days", "at_time", "calendar_ids", "calendar")
 POLICIES = (
     "misfire_policy", "misfire_grace_seconds", "overlap_policy",
     "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds",
@@ -168,7 +168,7 @@ SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused
 TIMES = ("zone", "next_run", "created", "updated", "paused_since", "paused_until_shown", "deleted", "next_five_instants")
 VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
              "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects",
-             *WINDOW, "occurrences_materialized", "labels")
+             *WINDOW, "occurrences_materialized", "labels", "calendar")
 RECENT_RUNS = 20
 RECENT_AUDIT = 20
 

@@ -379,3 +379,28 @@ def test_calendar_admin__create_edit_import_through_the_services(admin_client, c
     stale = admin_client.post(f"/admin/schedules/calendar/{calendar.id}/change/", {
         "name": "x", "timezone": "UTC", "expected_revision": 1})
     assert stale.status_code == 200 and b"edited meanwhile" in stale.content
+
+
+def test_admin_add__business_day_under_a_calendar_previews_then_creates(admin_client, tenant, client):
+    from schedules.models import Calendar
+
+    calendar = Calendar.objects.create(tenant=tenant, name="holidays", exclude_dates=["2030-01-31"])
+    form = add_form(tenant, recurrence_kind="business_day", days="[-1]", at_time="17:00", timezone="UTC",
+                    calendar_ids=f'["{calendar.id}"]', cron="")
+    first = admin_client.post(ADD_URL, form)
+    lines = preview_shown(first)
+    assert len(lines) == 5 and all("17:00:00" in line for line in lines)
+    second = admin_client.post(ADD_URL, change_form(first))
+    assert second.status_code == 302, form_errors(second)
+    schedule = Schedule.objects.get(name="nightly")
+    assert schedule.recurrence["kind"] == "business_day" and schedule.recurrence["calendarIds"] == [calendar.id]
+    page = admin_client.get(f"/admin/schedules/schedule/{schedule.id}/change/")
+    assert page.status_code == 200
+    shifted = admin_client.post(f"/admin/schedules/schedule/{schedule.id}/change/", {
+        **change_form(page), "recurrence_kind": "cron", "cron": "0 9 * * *",
+        "calendar": f'{{"calendarIds": ["{calendar.id}"], "policy": "shift_after"}}'})
+    assert len(preview_shown(shifted)) == 5  # the calendar change is shown before it is saved
+    saved = admin_client.post(f"/admin/schedules/schedule/{schedule.id}/change/", change_form(shifted))
+    assert saved.status_code == 302, form_errors(saved)
+    schedule.refresh_from_db()
+    assert schedule.calendar == {"calendarIds": [calendar.id], "policy": "shift_after"}
