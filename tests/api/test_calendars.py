@@ -289,3 +289,19 @@ def test_schedule_patch__adding_a_calendar_recomputes_next_run_and_its_preview_s
     cleared = client.patch(f"/api/v1/schedules/{schedule['scheduleId']}", {"expectedRevision": 2, "calendar": None})
     assert cleared.json()["nextRunAt"] == instant(first) and cleared.json()["calendar"] is None
     assert client.delete(f"/api/v1/calendars/{calendar_id}").status_code == 204
+
+
+def test_resume__instants_excluded_while_paused_are_recorded_skipped_by_the_calendar(client):
+    calendar_id = make_calendar(client, excludeDates=["2026-11-09"])["calendarId"]
+    schedule = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * 1", "timezone": "UTC"},
+                               misfirePolicy="skip", calendar={"calendarIds": [calendar_id], "policy": "skip"})
+    schedule_id = schedule["scheduleId"]
+    assert client.post(f"/api/v1/schedules/{schedule_id}/pause", {}).status_code == 200
+    Schedule.objects.filter(id=schedule_id).update(resume_from=datetime(2026, 11, 2, 9, tzinfo=UTC),
+                                                   next_run_from=datetime(2026, 11, 1, tzinfo=UTC))
+    assert client.post(f"/api/v1/schedules/{schedule_id}/resume", {}).status_code == 200
+    reasons = dict(Run.objects.filter(schedule_id=schedule_id, scheduled_at__lt=datetime(2026, 11, 24, tzinfo=UTC))
+                   .values_list("scheduled_at", "skip_reason"))
+    assert reasons == {datetime(2026, 11, 2, 9, tzinfo=UTC): "misfire", datetime(2026, 11, 9, 9, tzinfo=UTC): "calendar",
+                       datetime(2026, 11, 16, 9, tzinfo=UTC): "misfire", datetime(2026, 11, 23, 9, tzinfo=UTC): "misfire"}
+    assert client.get(f"/api/v1/schedules/{schedule_id}").json()["nextRunAt"] > instant(authority_now())
