@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from django.db import transaction
+from django.db.models import Count, Q
 
 from schedules import recurrence
 from schedules.models import (
@@ -115,15 +116,18 @@ def calendar_fields(body: dict, *, partial: bool) -> dict:
 # --------------------------------------------------------------------------------------
 
 
+_LIVE_USERS = Count("schedule_rows", filter=Q(schedule_rows__schedule__deleted_at__isnull=True))
+
+
 def calendar_get(*, tenant: Tenant, calendar_id: str) -> Calendar:
-    calendar = Calendar.objects.filter(id=calendar_id, tenant=tenant).first()
+    calendar = Calendar.objects.filter(id=calendar_id, tenant=tenant).annotate(live_schedules=_LIVE_USERS).first()
     if calendar is None:
         raise NotFound("no such calendar")
     return calendar
 
 
 def calendars_list(*, tenant: Tenant, after_id: str | None, limit: int) -> list[Calendar]:
-    calendars = Calendar.objects.filter(tenant=tenant).order_by("id")
+    calendars = Calendar.objects.filter(tenant=tenant).annotate(live_schedules=_LIVE_USERS).order_by("id")
     if after_id:
         calendars = calendars.filter(id__gt=after_id)
     return list(calendars[:limit])
@@ -138,10 +142,18 @@ def calendar_representation(calendar: Calendar) -> dict:
         "excludeAnnual": calendar.exclude_annual,
         "excludeWeekdays": calendar.exclude_weekdays,
         "revision": calendar.revision,
-        "schedules": ScheduleCalendar.objects.filter(calendar=calendar).count(),
+        "schedules": _live_users(calendar),
         "createdAt": calendar.created_at.isoformat().replace("+00:00", "Z"),
         "updatedAt": calendar.updated_at.isoformat().replace("+00:00", "Z"),
     }
+
+
+def _live_users(calendar: Calendar) -> int:
+    """Live schedules using the calendar (as annotated by the selectors, else counted)."""
+    counted = getattr(calendar, "live_schedules", None)
+    if counted is not None:
+        return counted
+    return ScheduleCalendar.objects.filter(calendar=calendar, schedule__deleted_at__isnull=True).count()
 
 
 def calendar_days(calendar: Calendar) -> CalendarDays:
