@@ -108,6 +108,8 @@ class WavePlans:
                     period = rule.every_seconds
                 elif rule.kind == "rrule":
                     period = RRULE_MIN_PERIOD_SECONDS
+                elif rule.kind == "business_day":
+                    period = 86400  # at most one instant a day
                 else:
                     period = recurrence.min_period_seconds(rule.cron)
                 return int((self.now - key[1]).total_seconds() // period) + 1

@@ -305,3 +305,17 @@ def test_resume__instants_excluded_while_paused_are_recorded_skipped_by_the_cale
     assert reasons == {datetime(2026, 11, 2, 9, tzinfo=UTC): "misfire", datetime(2026, 11, 9, 9, tzinfo=UTC): "calendar",
                        datetime(2026, 11, 16, 9, tzinfo=UTC): "misfire", datetime(2026, 11, 23, 9, tzinfo=UTC): "misfire"}
     assert client.get(f"/api/v1/schedules/{schedule_id}").json()["nextRunAt"] > instant(authority_now())
+
+
+def test_materialize__business_day_schedule_runs_its_days(client):
+    calendar_id = make_calendar(client, excludeDates=["2026-10-30"])["calendarId"]  # a Friday
+    schedule = create_schedule(client, recurrence={"kind": "business_day", "days": [-1], "at": "17:00",
+                                                   "timezone": "UTC", "calendarIds": [calendar_id]},
+                               misfirePolicy="run_all", overlapPolicy="allow")
+    Schedule.objects.filter(id=schedule["scheduleId"]).update(next_run_at=datetime(2026, 9, 30, 17, tzinfo=UTC))
+    scan_until_idle()
+    runs = list(Run.objects.filter(schedule_id=schedule["scheduleId"], trigger=Trigger.SCHEDULE)
+                .order_by("scheduled_at").values_list("scheduled_at", flat=True)[:3])
+    # Last business days: Wed 2026-09-30, Thu 10-29 (Fri 30 excluded), Mon 11-30.
+    assert runs == [datetime(2026, 9, 30, 17, tzinfo=UTC), datetime(2026, 10, 29, 17, tzinfo=UTC),
+                    datetime(2026, 11, 30, 17, tzinfo=UTC)]
