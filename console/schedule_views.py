@@ -116,7 +116,8 @@ def calendar_names_of(schedules) -> dict:
 def _revision(revision) -> dict:
     rule = revision.payload.get("recurrence") if isinstance(revision.payload, dict) else None
     calendar = revision.payload.get("calendar") if isinstance(revision.payload, dict) else None
-    return {"revision": revision, "words": rule_in_words(rule, calendar, calendar_names_of([revision.schedule])), "syntax": rule_syntax(rule), "zone": zone_of(rule)}
+    return {"revision": revision, "words": rule_in_words(rule, calendar, calendar_names_of([revision.schedule])),
+            "syntax": rule_syntax(rule), "zone": zone_of(rule)}
 
 
 @require_POST

@@ -191,7 +191,8 @@ def rule_bound(rule: recurrence.Rule, tenant_id: str, *, strict: bool = False) -
     refs = rule.calendar_refs()
     if not refs:
         return rule
-    found = calendar_days_for(refs, tenant_id=tenant_id, lock=strict and transaction.get_connection().in_atomic_block)
+    in_write = strict and transaction.get_connection().in_atomic_block
+    found = calendar_days_for(refs, tenant_id=tenant_id, lock=in_write)
     if strict and len(found) != len(refs):
         missing = sorted(refs - set(found))[0]
         raise NotFound(f"no such calendar {missing[:40]!r}", details={"calendarId": missing[:40]})

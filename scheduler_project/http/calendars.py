@@ -61,7 +61,8 @@ class CalendarDetailView(TenantAPIView):
     @extend_schema(operation_id="calendars_retrieve", summary="Get a calendar", tags=TAGS,
                    parameters=[ID_PARAMETER],
                    description="One calendar of the caller: its excluded dates, annual dates and weekdays, its "
-                               "revision and how many schedules use it. Another tenant's calendar is 404.", responses={200: dict, **error_responses(401, 403, 404)})
+                               "revision and how many schedules use it. Another tenant's calendar is 404.",
+                   responses={200: dict, **error_responses(401, 403, 404)})
     def get(self, request, calendar_id):
         return Response(calendar_representation(calendar_get(tenant=request.tenant, calendar_id=calendar_id)))
 
@@ -82,7 +83,8 @@ class CalendarDetailView(TenantAPIView):
         return Response(calendar_representation(calendar))
 
     @extend_schema(operation_id="calendars_destroy", summary="Delete a calendar", tags=TAGS,
-                   parameters=[ID_PARAMETER], description="Removes the calendar for good; 409 invalid_state (with some of the schedules in "
+                   parameters=[ID_PARAMETER],
+                   description="Removes the calendar for good; 409 invalid_state (with some of the schedules in "
                                "`details.scheduleIds`) while a live schedule uses it.",
                    request=None, responses={204: None, **error_responses(401, 403, 404, 409)})
     def delete(self, request, calendar_id):
