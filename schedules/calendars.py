@@ -33,6 +33,7 @@ from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, Rev
 MAX_ANNUAL_DATES = 366
 MAX_ICS_BYTES = 1024 * 1024  # also the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE)
 ICS_EXPANSION_YEARS = 10
+ICS_EXPANSION_BUDGET = 100_000  # event days (and RRULE instants) one import may expand, repeats included
 CALENDAR_RECOMPUTE_BATCH = 200  # schedules recomputed per transaction after a calendar edit
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 _ANNUAL = re.compile(r"([0-9]{2})-([0-9]{2})", re.ASCII)
@@ -369,6 +370,7 @@ def ics_dates(text: bytes) -> set[date]:
     except Exception as exc:  # icalendar raises ValueError, KeyError, IndexError on malformed text
         raise InvalidRequest(f"not an iCalendar text: {str(exc)[:200]}", field="body") from None
     found: set[date] = set()
+    budget = ICS_EXPANSION_BUDGET
     try:
         for event in parsed.walk("VEVENT"):
             start = event.get("DTSTART")
@@ -385,8 +387,12 @@ def ics_dates(text: bytes) -> set[date]:
                 text_rule = rule.to_ical().decode()
                 until = datetime.combine(first, datetime.min.time()) + timedelta(days=366 * ICS_EXPANSION_YEARS)
                 expanded = rrulestr(text_rule, dtstart=datetime.combine(first, datetime.min.time()), forceset=True)
-                starts = [moment.date() for moment in expanded.between(
-                    datetime.combine(first, datetime.min.time()), until, inc=True)][:MAX_CALENDAR_DATES + 1]
+                starts = []
+                for moment in expanded:  # lazily: a SECONDLY rule is cut by the budget, not listed
+                    if moment > until:
+                        break
+                    budget = _spend(budget)
+                    starts.append(moment.date())
             excluded = set()
             for exdate in _as_list(event.get("EXDATE")):
                 excluded |= {item.dt if not isinstance(item.dt, datetime) else item.dt.date() for item in exdate.dts}
@@ -394,6 +400,7 @@ def ics_dates(text: bytes) -> set[date]:
                 if begin in excluded:
                     continue
                 for offset in range(min(length, 366)):
+                    budget = _spend(budget)
                     found.add(begin + timedelta(days=offset))
                 if len(found) > MAX_CALENDAR_DATES:
                     raise InvalidRequest(f"the .ics text gives more than {MAX_CALENDAR_DATES} dates", field="body")
@@ -402,6 +409,12 @@ def ics_dates(text: bytes) -> set[date]:
     except Exception as exc:  # a malformed property surfaces only when read
         raise InvalidRequest(f"malformed event in the .ics text: {str(exc)[:200]}", field="body") from None
     return found
+
+
+def _spend(budget: int) -> int:
+    if budget <= 0:
+        raise InvalidRequest(f"the .ics events expand to more than {ICS_EXPANSION_BUDGET} days", field="body")
+    return budget - 1
 
 
 def _as_list(value):

@@ -319,3 +319,49 @@ def test_materialize__business_day_schedule_runs_its_days(client):
     # Last business days: Wed 2026-09-30, Thu 10-29 (Fri 30 excluded), Mon 11-30.
     assert runs == [datetime(2026, 9, 30, 17, tzinfo=UTC), datetime(2026, 10, 29, 17, tzinfo=UTC),
                     datetime(2026, 11, 30, 17, tzinfo=UTC)]
+
+
+def test_console__schedule_under_calendars_reads_in_words(client):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    calendar_id = make_calendar(client, name="US bank holidays", excludeDates=["2027-07-05"])["calendarId"]
+    schedule = create_schedule(client, recurrence={"kind": "business_day", "days": [-1], "at": "17:00",
+                                                   "timezone": "America/New_York", "calendarIds": [calendar_id]},
+                               calendar={"calendarIds": [calendar_id], "policy": "shift_before"})
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "pw"))
+    words = ("at 17:00 on the last business day of each month (America/New_York), except US bank holidays; "
+             "moved to the business day before on US bank holidays")
+    for page in (f"/console/schedules/{schedule['scheduleId']}/", "/console/schedules/"):
+        response = staff.get(page)
+        assert response.status_code == 200
+        assert words in response.content.decode().replace("&#x27;", "'"), page
+
+
+def test_calendar__ics_of_several_megabytes__400_in_bounded_time(client):
+    calendar_id = make_calendar(client)["calendarId"]
+    event = b"BEGIN:VEVENT\r\nUID:x\r\nDTSTART;VALUE=DATE:20270101\r\nRRULE:FREQ=DAILY\r\nEND:VEVENT\r\n"
+    body = b"BEGIN:VCALENDAR\r\n" + event * (10 * 1024 * 1024 // len(event)) + b"END:VCALENDAR\r\n"
+    response = post_raw(client, f"/api/v1/calendars/{calendar_id}/import", body, content_type="text/calendar")
+    assert response.status_code == 400
+    small = b"BEGIN:VCALENDAR\r\n" + event + b"END:VCALENDAR\r\n"  # daily for 10 years: 3,660 dates, fits
+    response = post_raw(client, f"/api/v1/calendars/{calendar_id}/import", small, content_type="text/calendar")
+    assert response.status_code == 200 and len(response.json()["excludeDates"]) > 3600
+
+
+@pytest.mark.parametrize("events", [
+    # Many copies of one daily event: the same dates again and again.
+    b"BEGIN:VEVENT\r\nUID:x\r\nDTSTART;VALUE=DATE:20270101\r\nRRULE:FREQ=DAILY\r\nEND:VEVENT\r\n" * 100,
+    # An all-day event repeating every second for ten years.
+    b"BEGIN:VEVENT\r\nUID:s\r\nDTSTART;VALUE=DATE:20270101\r\nRRULE:FREQ=SECONDLY\r\nEND:VEVENT\r\n",
+])
+def test_calendar__ics_expanding_without_end__400_in_bounded_time(client, events):
+    import time as clock
+
+    calendar_id = make_calendar(client)["calendarId"]
+    started = clock.monotonic()
+    response = post_raw(client, f"/api/v1/calendars/{calendar_id}/import",
+                        b"BEGIN:VCALENDAR\r\n" + events + b"END:VCALENDAR\r\n", content_type="text/calendar")
+    assert response.status_code == 400 and response.json()["error"]["details"]["field"] == "body"
+    assert clock.monotonic() - started < 5
