@@ -210,13 +210,13 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
         window_changed = changes.cleared or any(
             value is not None for value in (changes.active_from, changes.active_until, changes.end_after_occurrences,
                                             changes.calendar))
+        # None: a row stored under older, looser rules, kept by an edit that does not give one.
         rule = changes.recurrence or _stored_rule(schedule)
-        if rule is None:  # a row stored under older, looser rules, and an edit that keeps it
-            rule = recurrence.Rule(kind="after_completion", delay_seconds=0)
-        if rule.kind == "after_completion" and schedule.calendar:
-            raise InvalidRequest("calendar does not apply to an after_completion recurrence", field="calendar")
-        rule = rule_bound(schedule_calendar_rule(rule, schedule.calendar), tenant.id, strict=True)
-        if (changes.recurrence is not None or window_changed) and not schedule.paused:
+        if rule is not None:
+            if rule.kind == "after_completion" and schedule.calendar:
+                raise InvalidRequest("calendar does not apply to an after_completion recurrence", field="calendar")
+            rule = rule_bound(schedule_calendar_rule(rule, schedule.calendar), tenant.id, strict=True)
+        if rule is not None and (changes.recurrence is not None or window_changed) and not schedule.paused:
             # Only occurrences not yet materialized follow the new rule and window; a schedule
             # that ended revives when the edit gives it instants again. (An after_completion
             # schedule with a run unfinished is given its next instant when that run ends.)
@@ -230,7 +230,8 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
         )
         if changes.labels is not None:
             _index_labels(schedule)
-        index_schedule_calendars(schedule, rule)
+        if rule is not None:
+            index_schedule_calendars(schedule, rule)
         audit_record(schedule, actor=actor, action=AuditAction.UPDATE, at=now, revision=schedule.revision)
     return schedule
 
