@@ -197,6 +197,15 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
             check_celery_task_allowed(tenant, job_type.name, payload["params"])
         validate_retry(payload["retry"])
         validate_window(payload)
+        # The rule under the edited calendars (400 for a policy it cannot take, 404 for another
+        # tenant's calendar: both before a 409). None: a row stored under older, looser rules,
+        # kept by an edit that does not give one.
+        rule = changes.recurrence or _stored_rule(schedule)
+        if rule is not None:
+            calendar = payload.get("calendar")
+            if rule.kind == "after_completion" and calendar:
+                raise InvalidRequest("calendar does not apply to an after_completion recurrence", field="calendar")
+            rule = rule_bound(schedule_calendar_rule(rule, calendar), tenant.id, strict=True)
         if expected_revision != schedule.revision:
             error = RevisionConflict(
                 f"expectedRevision {expected_revision} is not current; the schedule is at revision {schedule.revision}"
@@ -210,12 +219,6 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
         window_changed = changes.cleared or any(
             value is not None for value in (changes.active_from, changes.active_until, changes.end_after_occurrences,
                                             changes.calendar))
-        # None: a row stored under older, looser rules, kept by an edit that does not give one.
-        rule = changes.recurrence or _stored_rule(schedule)
-        if rule is not None:
-            if rule.kind == "after_completion" and schedule.calendar:
-                raise InvalidRequest("calendar does not apply to an after_completion recurrence", field="calendar")
-            rule = rule_bound(schedule_calendar_rule(rule, schedule.calendar), tenant.id, strict=True)
         if rule is not None and (changes.recurrence is not None or window_changed) and not schedule.paused:
             # Only occurrences not yet materialized follow the new rule and window; a schedule
             # that ended revives when the edit gives it instants again. (An after_completion

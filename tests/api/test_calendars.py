@@ -365,3 +365,15 @@ def test_calendar__ics_expanding_without_end__400_in_bounded_time(client, events
                         b"BEGIN:VCALENDAR\r\n" + events + b"END:VCALENDAR\r\n", content_type="text/calendar")
     assert response.status_code == 400 and response.json()["error"]["details"]["field"] == "body"
     assert clock.monotonic() - started < 5
+
+
+def test_schedule_patch__another_tenants_calendar_is_404_before_a_stale_revision(client, other_client):
+    theirs = make_calendar(other_client)["calendarId"]
+    schedule = create_schedule(client)
+    response = client.patch(f"/api/v1/schedules/{schedule['scheduleId']}",
+                            {"expectedRevision": 9, "calendar": {"calendarIds": [theirs]}})
+    assert response.status_code == 404, response.content
+    response = client.patch(f"/api/v1/schedules/{schedule['scheduleId']}",
+                            {"expectedRevision": 1, "recurrence": {"kind": "after_completion", "delaySeconds": 5},
+                             "calendar": {"calendarIds": [make_calendar(client)["calendarId"]]}})
+    assert response.status_code == 400 and response.json()["error"]["details"]["field"] == "calendar"
