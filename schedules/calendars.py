@@ -134,6 +134,13 @@ def calendars_list(*, tenant: Tenant, after_id: str | None, limit: int) -> list[
     return list(calendars[:limit])
 
 
+def calendar_revisions(*, calendar: Calendar, limit: int = 100) -> list[dict]:
+    """The calendar's revisions, newest first: what each set, who wrote it and when."""
+    return [{"revision": revision.revision, "createdAt": revision.created_at.isoformat().replace("+00:00", "Z"),
+             "authorKind": revision.author_kind, **revision.payload}
+            for revision in CalendarRevision.objects.filter(calendar=calendar).order_by("-revision")[:limit]]
+
+
 def calendar_representation(calendar: Calendar) -> dict:
     return {
         "calendarId": calendar.id,

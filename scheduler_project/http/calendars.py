@@ -10,6 +10,7 @@ from schedules.calendars import (
     calendar_get,
     calendar_import,
     calendar_representation,
+    calendar_revisions,
     calendar_update,
     calendars_list,
 )
@@ -90,6 +91,20 @@ class CalendarDetailView(TenantAPIView):
     def delete(self, request, calendar_id):
         calendar_delete(tenant=request.tenant, calendar_id=calendar_id)
         return Response(status=204)
+
+
+class CalendarRevisionsView(TenantAPIView):
+    query_parameters = {"get": frozenset({"limit"})}
+
+    @extend_schema(operation_id="calendars_revisions", summary="List a calendar's revisions", tags=TAGS,
+                   parameters=[ID_PARAMETER],
+                   description="Every create, edit and import of the calendar, newest first (`limit`, 1 to 200, "
+                               "default 50): its fields as that revision set them, `authorKind` (api or admin) and "
+                               "`createdAt`.",
+                   responses={200: dict, **error_responses(400, 401, 403, 404)})
+    def get(self, request, calendar_id):
+        calendar = calendar_get(tenant=request.tenant, calendar_id=calendar_id)
+        return Response({"results": calendar_revisions(calendar=calendar, limit=query_limit(request))})
 
 
 class CalendarImportView(TenantAPIView):

@@ -57,6 +57,9 @@ def test_calendar__create_get_list_patch_delete(client):
     assert stale.json()["error"]["details"]["current"]["revision"] == 1
     edited = client.patch(f"/api/v1/calendars/{calendar_id}", {"expectedRevision": 1, "excludeDates": []})
     assert edited.status_code == 200 and edited.json()["revision"] == 2 and edited.json()["excludeDates"] == []
+    revisions = client.get(f"/api/v1/calendars/{calendar_id}/revisions").json()["results"]
+    assert [(r["revision"], r["excludeDates"], r["authorKind"]) for r in revisions] == [
+        (2, [], "api"), (1, ["2027-01-01", "2027-07-05"], "api")]
     assert client.delete(f"/api/v1/calendars/{calendar_id}").status_code == 204
     assert client.get(f"/api/v1/calendars/{calendar_id}").status_code == 404
 
@@ -66,6 +69,8 @@ def test_calendar__other_tenants_calendar_is_404(client, other_client):
     assert client.get(f"/api/v1/calendars/{calendar_id}").status_code == 404
     assert client.patch(f"/api/v1/calendars/{calendar_id}", {"expectedRevision": 1}).status_code == 404
     assert client.delete(f"/api/v1/calendars/{calendar_id}").status_code == 404
+    assert client.get(f"/api/v1/calendars/{calendar_id}/revisions").status_code == 404
+    assert post_raw(client, f"/api/v1/calendars/{calendar_id}/import", ICS, content_type="text/calendar").status_code == 404
     response = client.post("/api/v1/schedules", {**CRON_BODY, "calendar": {"calendarIds": [calendar_id]}})
     assert response.status_code == 404, response.content
     preview = client.post("/api/v1/schedules/preview", {"recurrence": CRON_BODY["recurrence"],
