@@ -153,6 +153,7 @@ def catch_up_on_resume(schedule: Schedule, now, planned: Planned) -> Materialize
 def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False, plan_of=None) -> MaterializeStats:
     """Write the schedules' occurrences as ``plan_of`` (default: planned here, at ``now``)."""
     wave = build_wave(schedules, now, plan_of=plan_of or WavePlans(now, from_pause=from_pause).plan)
+    wave.drop_recorded_exclusions()
     bulk_insert(Run, wave.runs)
     bulk_insert(Outbox, wave.outbox)
     if wave.outbox:
@@ -252,6 +253,22 @@ class Wave:
                              for at, _ in plan.calendar_skipped)
             self.stats.skipped += len(plan.calendar_skipped)
             metrics.SKIPPED.labels("calendar").inc(len(plan.calendar_skipped))
+
+    def drop_recorded_exclusions(self) -> None:
+        """Calendar-skipped records whose instant already has its occurrence (a backfill of the
+        same past range wrote it first) are left out: one query, only when there are any."""
+        excluded = [run for run in self.runs if run.get("skip_reason") == SkipReason.CALENDAR]
+        if not excluded:
+            return
+        taken = set(Run.objects.filter(
+            trigger=Trigger.SCHEDULE, schedule_id__in={run["schedule_id"] for run in excluded},
+            scheduled_at__in={run["scheduled_at"] for run in excluded},
+        ).values_list("schedule_id", "scheduled_at"))
+        if taken:
+            kept = [run for run in self.runs if run.get("skip_reason") != SkipReason.CALENDAR
+                    or (run["schedule_id"], run["scheduled_at"]) not in taken]
+            self.stats.skipped -= len(self.runs) - len(kept)
+            self.runs = kept
 
     def add_instants(self, schedule: DueSchedule | Schedule, base: dict, instants, shifted_from=None) -> None:
         """One occurrence per instant to run, admitted by the schedule's overlap policy; an

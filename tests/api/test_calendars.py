@@ -382,3 +382,23 @@ def test_schedule_patch__another_tenants_calendar_is_404_before_a_stale_revision
                             {"expectedRevision": 1, "recurrence": {"kind": "after_completion", "delaySeconds": 5},
                              "calendar": {"calendarIds": [make_calendar(client)["calendarId"]]}})
     assert response.status_code == 400 and response.json()["error"]["details"]["field"] == "calendar"
+
+
+def test_backfill__honours_the_calendar_and_the_scanner_then_writes_no_duplicate(client):
+    calendar_id = make_calendar(client, excludeDates=["2026-11-09"])["calendarId"]
+    schedule_id = _monday_schedule(client, calendar_id, "skip")
+    Schedule.objects.filter(id=schedule_id).update(next_run_at=datetime(2026, 11, 16, 9, tzinfo=UTC))
+    response = client.post(f"/api/v1/schedules/{schedule_id}/backfill",
+                           {"from": "2026-11-01T00:00:00Z", "to": "2026-11-20T00:00:00Z"})
+    assert response.status_code == 200, response.content
+    assert response.json()["instants"] == 1  # 11-02 only: 11-09 is excluded, 11-16 the scanner's
+    # A record of 11-09 written meanwhile by anyone (an older backfill) is kept as it is.
+    Run.objects.create(schedule_id=schedule_id, tenant_id=Schedule.objects.get(id=schedule_id).tenant_id,
+                       trigger=Trigger.SCHEDULE, backfilled=True, revision=1, payload={}, job_type="demo.sleep",
+                       resource_class="short", max_attempts=1, state="pending", pending_reason="backfill",
+                       scheduled_at=datetime(2026, 11, 9, 9, tzinfo=UTC), due_at=datetime(2026, 11, 9, 9, tzinfo=UTC),
+                       created_at=authority_now())
+    scan_until_idle()
+    at_holiday = Run.objects.get(schedule_id=schedule_id, scheduled_at=datetime(2026, 11, 9, 9, tzinfo=UTC))
+    assert at_holiday.backfilled and at_holiday.skip_reason is None
+    assert Run.objects.filter(schedule_id=schedule_id, scheduled_at=datetime(2026, 11, 16, 9, tzinfo=UTC)).exists()
