@@ -443,7 +443,8 @@ def preview_entries(rule: Rule, after: datetime, count: int, *,
     while len(entries) < count:
         instant = next_after(rule, cursor)
         if include_excluded:
-            until = instant if instant is not None else min(LATEST, cursor + timedelta(days=366))
+            until = instant if instant is not None else LATEST if cursor > LATEST - timedelta(days=366) \
+                else cursor + timedelta(days=366)
             entries.extend((at, None, calendar_id) for at, calendar_id in
                            calendar_excluded(rule, cursor, until, limit=count - len(entries), moved_too=True))
         if instant is None or len(entries) >= count:

@@ -102,12 +102,18 @@ def test_calendar__100000_dates__4xx_and_nothing_stored(client):
     assert client.get("/api/v1/calendars").json()["results"] == []
 
 
-def test_calendar__dates_in_year_9999_are_accepted_and_previews_stay_bounded(client):
-    calendar_id = make_calendar(client, excludeDates=["9999-12-30", "9999-12-31"])["calendarId"]
-    response = client.post("/api/v1/schedules/preview", {
-        "recurrence": {"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"}, "after": "9999-12-28T00:00:00Z",
-        "calendar": {"calendarIds": [calendar_id], "policy": "shift_after"}, "count": 5})
-    assert response.status_code == 200, response.content
+@pytest.mark.parametrize("policy", ["skip", "shift_before", "shift_after"])
+def test_calendar__dates_in_years_1_and_9999_are_accepted_and_previews_stay_bounded(client, policy):
+    calendar_id = make_calendar(client, excludeDates=["0001-01-02", "0001-01-03", "9999-12-30", "9999-12-31"],
+                                timezone="Pacific/Kiritimati")["calendarId"]
+    for after, zone in (("9999-12-28T00:00:00Z", "Pacific/Kiritimati"), ("0001-01-02T00:00:00Z", "Etc/GMT+12")):
+        for recurrence_ in ({"kind": "cron", "cron": "0 9 * * *", "timezone": zone},
+                            {"kind": "business_day", "days": [1, -1], "at": "09:00", "timezone": zone,
+                             "calendarIds": [calendar_id]}):
+            response = client.post("/api/v1/schedules/preview", {
+                "recurrence": recurrence_, "after": after, "includeExcluded": True,
+                "calendar": {"calendarIds": [calendar_id], "policy": policy}, "count": 5})
+            assert response.status_code == 200, (after, recurrence_, response.content)
 
 
 def test_calendar__ics_import_adds_all_day_events(client):
