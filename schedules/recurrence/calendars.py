@@ -77,21 +77,41 @@ class CalendarSet:
         """Monday-Friday on ``zone``'s wall clock and excluded by no calendar."""
         return instant.astimezone(zone).isoweekday() <= 5 and self.excluded_by(instant) is None
 
-    def moved(self, instant: datetime, zone: ZoneInfo) -> datetime | None:
-        """Where an excluded ``instant`` goes under the policy; None: skipped."""
-        if self.policy == "skip":
+    def moved(self, instant: datetime, zone: ZoneInfo, memo: dict | None = None) -> datetime | None:
+        """Where an excluded ``instant`` goes under the policy; None: skipped. ``memo`` (one
+        query's) keeps each (day, time) looked at, so neighbouring instants share the walk."""
+        if self.policy == "skip" or not self.has_business_days(zone):
             return None
         step = -1 if self.policy == "shift_before" else 1
         local = instant.astimezone(zone)
         day, clock = local.date(), local.time().replace(tzinfo=None, fold=0)
+        memo = {} if memo is None else memo
         try:
             for distance in range(1, MAX_SHIFT_DAYS + 1):
-                candidate = resolve(datetime.combine(day + timedelta(days=step * distance), clock), zone)
-                if self.business(candidate, zone):
+                candidate = business_slot(self, zone, day + timedelta(days=step * distance), clock, memo)
+                if candidate is not None:
                     return candidate
         except OverflowError:
             pass
         return None
+
+    def has_business_days(self, zone: ZoneInfo) -> bool:
+        """False when the weekdays excluded leave none: every weekday, or Monday-Friday in the
+        rule's own zone."""
+        excluded = frozenset().union(*(calendar.weekdays for calendar in self.calendars))
+        if excluded >= frozenset(range(1, 8)):
+            return False
+        same_zone = all(calendar.zone.key == zone.key for calendar in self.calendars)
+        return not (same_zone and excluded >= frozenset(range(1, 6)))
+
+
+def business_slot(cal: CalendarSet, zone: ZoneInfo, day: date, clock: time, memo: dict) -> datetime | None:
+    """The instant of ``clock`` on ``day`` (rule zone) when that is a business day, else None."""
+    key = (day, clock)
+    if key not in memo:
+        candidate = resolve(datetime.combine(day, clock), zone)
+        memo[key] = candidate if cal.business(candidate, zone) else None
+    return memo[key]
 
 
 # --------------------------------------------------------------------------------------
@@ -124,7 +144,7 @@ def excluded_between(raw_next: RawNext, cal: CalendarSet, zone: ZoneInfo, after:
     """Rule instants in (after, until) that the calendars exclude and that are not moved
     elsewhere (``moved_too``: moved ones as well), with the excluding calendar; at most ``limit``."""
     found: list[tuple[datetime, str]] = []
-    cursor = after
+    cursor, memo = after, {}
     for _ in range(MAX_SEARCH_STEPS):
         if len(found) >= limit:
             break
@@ -132,7 +152,7 @@ def excluded_between(raw_next: RawNext, cal: CalendarSet, zone: ZoneInfo, after:
         if instant is None or instant >= until:
             break
         calendar_id = cal.excluded_by(instant)
-        if calendar_id is not None and (moved_too or cal.moved(instant, zone) is None):
+        if calendar_id is not None and (moved_too or cal.moved(instant, zone, memo) is None):
             found.append((instant, calendar_id))
         cursor = instant
     return found
@@ -165,7 +185,8 @@ def _next_moved(raw_next: RawNext, cal: CalendarSet, zone: ZoneInfo,
                 after: datetime) -> tuple[datetime, datetime | None] | None:
     """(the first occurrence after ``after``, the rule instant it moved from or None)."""
     later = cal.policy == "shift_after"
-    cursor = _moved_lookback(cal, zone, after) if later else after
+    memo: dict = {}
+    cursor = _moved_lookback(cal, zone, after, memo) if later else after
     best: tuple[datetime, datetime | None] | None = None
     for _ in range(MAX_SEARCH_STEPS):
         instant = raw_next(cursor)
@@ -175,7 +196,7 @@ def _next_moved(raw_next: RawNext, cal: CalendarSet, zone: ZoneInfo,
         if cal.excluded_by(instant) is None:
             occurrence, source = instant, None
         else:
-            occurrence, source = cal.moved(instant, zone), instant
+            occurrence, source = cal.moved(instant, zone, memo), instant
         if occurrence is not None and occurrence > after:
             if best is None or occurrence < best[0] or (occurrence == best[0] and best[1] is not None
                                                        and (source is None or source < best[1])):
@@ -191,7 +212,7 @@ def _next_moved(raw_next: RawNext, cal: CalendarSet, zone: ZoneInfo,
         else:
             # An instant moves back at most to the nearest business day before it: once a
             # business day lies after `best`'s day, later instants land after `best`.
-            if instant > best[0] and _business_between(cal, zone, best[0], instant):
+            if instant > best[0] and _business_between(cal, zone, best[0], instant, memo):
                 break
     return best
 
@@ -210,7 +231,7 @@ def _past_moved_segment(cursor: datetime, instant: datetime, occurrence: datetim
     return max(cursor, min(after - (occurrence - instant) - _DST_MARGIN, segment_end))
 
 
-def _business_between(cal: CalendarSet, zone: ZoneInfo, start: datetime, end: datetime) -> bool:
+def _business_between(cal: CalendarSet, zone: ZoneInfo, start: datetime, end: datetime, memo: dict) -> bool:
     """Whether a business day lies after ``start``'s local day, up to ``end``'s (inclusive)."""
     first, last = start.astimezone(zone), end.astimezone(zone)
     day = first.date() + timedelta(days=1)
@@ -218,13 +239,13 @@ def _business_between(cal: CalendarSet, zone: ZoneInfo, start: datetime, end: da
     for _ in range(MAX_SHIFT_DAYS):
         if day > last.date():
             return False
-        if cal.business(resolve(datetime.combine(day, clock), zone), zone):
+        if business_slot(cal, zone, day, clock, memo) is not None:
             return True
         day += timedelta(days=1)
     return True
 
 
-def _moved_lookback(cal: CalendarSet, zone: ZoneInfo, after: datetime) -> datetime:
+def _moved_lookback(cal: CalendarSet, zone: ZoneInfo, after: datetime, memo: dict) -> datetime:
     """Where a shift_after search starts: an instant moved past ``after`` lies in the run of
     non-business days just before ``after``'s local day (or on it)."""
     local = after.astimezone(zone)
@@ -233,7 +254,7 @@ def _moved_lookback(cal: CalendarSet, zone: ZoneInfo, after: datetime) -> dateti
     try:
         for _ in range(MAX_SHIFT_DAYS):
             previous = day - timedelta(days=1)
-            if cal.business(resolve(datetime.combine(previous, clock), zone), zone):
+            if business_slot(cal, zone, previous, clock, memo) is not None:
                 break
             day = previous
         return min(resolve(datetime.combine(day, time(0)), zone) - _MICRO, after)

@@ -217,3 +217,40 @@ def test_calendar_policies_across_dst__each_occurrence_is_kept_or_moved_once(zon
     got = [at for at in recurrence.preview(r, lo, len(expected) + 5) if at < hi]
     assert got == expected
     assert not set(got) & set(excluded)
+
+
+from datetime import timedelta  # noqa: E402
+
+from hypothesis import given, settings as hypothesis_settings, strategies as st  # noqa: E402
+
+RULES = [{"kind": "cron", "cron": "0 9 * * *"}, {"kind": "cron", "cron": "30 2 * * 1-5"},
+         {"kind": "cron", "cron": "*/20 * * * *"}, {"kind": "cron", "cron": "0 17 L * *"},
+         {"kind": "interval", "everySeconds": 3600, "anchor": "2027-01-01T00:00:00Z"},
+         {"kind": "rrule", "rrule": "FREQ=MONTHLY;BYDAY=-1FR;BYHOUR=17", "dtstart": "2027-01-01T00:00:00"},
+         {"kind": "business_day", "days": [1, -1, 23], "at": "02:30"}]
+
+
+@hypothesis_settings(max_examples=150, deadline=None)
+@given(rule_index=st.integers(0, len(RULES) - 1), zone=st.sampled_from(ZONES),
+       policy=st.sampled_from(["skip", "shift_before", "shift_after"]),
+       weekdays=st.sets(st.integers(1, 7), max_size=7), span=st.integers(0, 40),
+       after=st.datetimes(min_value=datetime(1, 1, 3), max_value=datetime(9999, 12, 29)))
+def test_calendar_rules__any_instant_any_zone__an_answer_after_it_or_none_never_an_error(
+        rule_index, zone, policy, weekdays, span, after):
+    after = after.replace(tzinfo=UTC)
+    day = after.date()
+    dates = []
+    for k in range(span):
+        try:
+            dates.append(day + timedelta(days=k))
+        except OverflowError:
+            break
+    cal = holidays(zone=zone, dates=dates, weekdays=weekdays)
+    data = {**RULES[rule_index], "timezone": zone}
+    if data["kind"] == "business_day":
+        data["calendarIds"] = [cal.calendar_id]
+    r = rule(data, [cal], policy)
+    found = recurrence.next_after(r, after)
+    assert found is None or found > after
+    entries = recurrence.preview_entries(r, after, 3, include_excluded=True)
+    assert [at for at, _, _ in entries] == sorted(at for at, _, _ in entries)
