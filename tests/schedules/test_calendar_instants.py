@@ -1,10 +1,11 @@
 """Calendars on instants and the business_day kind: pure, no database. Expected instants are
 written out by hand (a second derivation), never computed by the code under test."""
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings as hypothesis_settings, strategies as st
 
 from schedules import recurrence
 from schedules.recurrence.calendars import CalendarDays, CalendarSet
@@ -217,11 +218,6 @@ def test_calendar_policies_across_dst__each_occurrence_is_kept_or_moved_once(zon
     got = [at for at in recurrence.preview(r, lo, len(expected) + 5) if at < hi]
     assert got == expected
     assert not set(got) & set(excluded)
-
-
-from datetime import timedelta  # noqa: E402
-
-from hypothesis import given, settings as hypothesis_settings, strategies as st  # noqa: E402
 
 RULES = [{"kind": "cron", "cron": "0 9 * * *"}, {"kind": "cron", "cron": "30 2 * * 1-5"},
          {"kind": "cron", "cron": "*/20 * * * *"}, {"kind": "cron", "cron": "0 17 L * *"},
