@@ -203,6 +203,13 @@ def test_materialize__moved_instant_carries_shifted_from(client):
                                               datetime(2026, 11, 16, 9, tzinfo=UTC)]
     assert runs[1].shifted_from == datetime(2026, 11, 9, 9, tzinfo=UTC)
     assert client.get(f"/api/v1/runs/{runs[1].id}").json()["shiftedFrom"] == "2026-11-09T09:00:00Z"
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "pw"))
+    page = staff.get(f"/console/runs/{runs[1].id}/").content.decode()
+    assert 'id="run-shifted"' in page and "2026-11-09 09:00" in page
     assert not Run.objects.filter(schedule_id=schedule_id, skip_reason="calendar").exists()
 
 
