@@ -14,7 +14,8 @@ from console.words import rule_in_words, rule_syntax, zone_of
 from runs.authority import run_once, schedule_resume
 from runs.selectors import history_watermark, runs_page
 from schedules import recurrence
-from schedules.models import Schedule, Tenant
+from schedules.calendars import rule_bound, schedule_calendar_rule
+from schedules.models import Calendar, Schedule, Tenant
 from schedules.selectors import schedule_ended
 from schedules.audit import staff_actor
 from schedules.services import schedule_pause
@@ -46,8 +47,9 @@ def schedule_list(request):
     page = list(schedules.order_by("id")[: filters.PAGE_SIZE + 1])
     more = len(page) > filters.PAGE_SIZE
     page = page[: filters.PAGE_SIZE]
+    names = calendar_names_of(page)
     context = {
-        "rows": [_row(schedule) for schedule in page],
+        "rows": [_row(schedule, names=names) for schedule in page],
         "next": page[-1].id if more else "",
         "tenants": Tenant.objects.order_by("name").values_list("id", "name"),
         "filters": {"q": query, "tenant": tenant, "paused": paused},
@@ -55,8 +57,10 @@ def schedule_list(request):
     return render(request, "console/schedules.html", context)
 
 
-def _row(schedule: Schedule, count: int = PREVIEW) -> dict:
-    return {"schedule": schedule, "words": rule_in_words(schedule.recurrence),
+def _row(schedule: Schedule, count: int = PREVIEW, names: dict | None = None) -> dict:
+    if names is None:
+        names = calendar_names_of([schedule])
+    return {"schedule": schedule, "words": rule_in_words(schedule.recurrence, schedule.calendar, names),
             "syntax": rule_syntax(schedule.recurrence), "zone": zone_of(schedule.recurrence),
             "instants": _next_instants(schedule, count), "ended": schedule_ended(schedule, now=authority_now)}
 
@@ -70,6 +74,9 @@ def _next_instants(schedule: Schedule, count: int) -> list:
             schedule.active_from, schedule.active_until)
     except (recurrence.RecurrenceError, TypeError, ValueError):
         return []
+    rule = schedule_calendar_rule(rule, schedule.calendar)
+    if rule.calendar_refs():
+        rule = rule_bound(rule, schedule.tenant_id)
     return [schedule.next_run_at, *recurrence.preview(rule, schedule.next_run_at, count - 1)]
 
 
@@ -96,9 +103,21 @@ def schedule_detail(request, schedule_id):
     return render(request, "console/schedule.html", context)
 
 
+def calendar_names_of(schedules) -> dict:
+    """Calendar id -> name for the calendars the schedules' rules and calendar fields name: one query."""
+    ids = set()
+    for schedule in schedules:
+        ids.update((schedule.calendar or {}).get("calendarIds") or ())
+        if isinstance(schedule.recurrence, dict):
+            ids.update(schedule.recurrence.get("calendarIds") or ())
+    return dict(Calendar.objects.filter(id__in=ids).values_list("id", "name")) if ids else {}
+
+
 def _revision(revision) -> dict:
     rule = revision.payload.get("recurrence") if isinstance(revision.payload, dict) else None
-    return {"revision": revision, "words": rule_in_words(rule), "syntax": rule_syntax(rule), "zone": zone_of(rule)}
+    calendar = revision.payload.get("calendar") if isinstance(revision.payload, dict) else None
+    return {"revision": revision, "words": rule_in_words(rule, calendar, calendar_names_of([revision.schedule])),
+            "syntax": rule_syntax(rule), "zone": zone_of(rule)}
 
 
 @require_POST

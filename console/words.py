@@ -41,12 +41,32 @@ def zone_named(name: str):
         return None
 
 
-def rule_in_words(recurrence: dict) -> str:
+def rule_in_words(recurrence: dict, calendar: dict | None = None, names: dict | None = None) -> str:
+    """The rule in words, then what its schedule's `calendar` does ("; skipping US bank
+    holidays"); `names` maps calendar ids to their names (an id stands for a missing one)."""
+    words = _rule_in_words(recurrence, names or {})
+    ids = (calendar or {}).get("calendarIds") if isinstance(calendar, dict) else None
+    if ids:
+        policy = calendar.get("policy") or "skip"
+        doing = {"skip": "skipping", "shift_before": "moved to the business day before on",
+                 "shift_after": "moved to the business day after on"}.get(policy, policy)
+        words += f"; {doing} {calendar_names(ids, names or {})}"
+    return words
+
+
+def calendar_names(ids, names: dict) -> str:
+    return ", ".join(names.get(calendar_id, calendar_id) for calendar_id in ids)
+
+
+def _rule_in_words(recurrence: dict, names: dict) -> str:
     try:
         rule = parse_rule(recurrence, anchor_required=False)
     except (RecurrenceError, TypeError, ValueError):
         return "unreadable rule"
     zone = f" ({rule.timezone})"
+    if rule.kind == "business_day":
+        words = f"at {rule.at_time:%H:%M} on the {business_days_in_words(rule.days)} of each month{zone}"
+        return words + (f", except {calendar_names(rule.business_ids, names)}" if rule.business_ids else "")
     if rule.kind == "interval":
         return f"every {duration(rule.every_seconds)}"
     if rule.kind == "once":
@@ -57,6 +77,23 @@ def rule_in_words(recurrence: dict) -> str:
     if rule.kind == "rrule":
         return rrule_in_words(rule) + zone
     return cron_in_words(rule.cron, rule.dialect, rule.hash_key) + zone
+
+
+def business_days_in_words(days) -> str:
+    """`first and last business day`, `3rd business day`, `2nd-to-last business day`."""
+    words = [_ordinal(n) for n in days if n > 0] + [_ordinal(n) for n in sorted((n for n in days if n < 0),
+                                                                              reverse=True)]
+    listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return f"{listed} business day" + ("s" if len(words) > 1 else "")
+
+
+def _ordinal(n: int) -> str:
+    named = {1: "first", 2: "second", 3: "third"}
+    if n == -1:
+        return "last"
+    if n < 0:
+        return f"{_ordinal(-n)}-to-last"
+    return named.get(n) or f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def rrule_in_words(rule) -> str:

@@ -25,6 +25,11 @@ class CatchUpPlan:
     skipped_range: SkippedRange | None = None
     next_run_at: datetime | None = None
     ended_by_count: bool = False  # its last instants were the schedule's endAfterOccurrences
+    # The schedule's calendar: instants it excluded (and did not move) before the last instant
+    # walked, with the excluding calendar; each run instant a calendar moved -> where from.
+    calendar_skipped: list[tuple[datetime, str]] = field(default_factory=list)
+    shifted_from: dict[datetime, datetime] = field(default_factory=dict)
+    walked_through: datetime | None = None  # the last instant walked: where next_run_at was computed from
 
 
 def plan_catch_up(
@@ -36,6 +41,7 @@ def plan_catch_up(
     grace_seconds: int,
     all_missed: bool = False,
     max_instants: int | None = None,
+    calendar_from: datetime | None = None,
 ) -> CatchUpPlan:
     """Decide the fate of every instant in [first_due, now].
 
@@ -45,6 +51,8 @@ def plan_catch_up(
     at most RUN_ALL_PER_CYCLE per call (``next_run_at`` then stays in the past).
     Only instants in the rule's window count, at most ``max_instants`` of them (the
     schedule's endAfterOccurrences left): past those ``next_run_at`` is None.
+    A rule under a calendar also lists the instants its calendar excluded after
+    ``calendar_from`` (default: ``first_due``), up to the last instant walked.
     """
     plan = CatchUpPlan()
     if max_instants == 0:
@@ -61,12 +69,13 @@ def plan_catch_up(
     grace = timedelta(seconds=grace_seconds)
     recent_missed: deque[datetime] = deque(maxlen=SKIPPED_RECORDS_CAP + 1)
     older: SkippedRange | None = None
-    instant, walked = first_due, 0
+    instant, walked, last_walked = first_due, 0, first_due
     limit = WALK_CAP if max_instants is None else min(WALK_CAP, max_instants)
     while instant is not None and instant <= now and walked < limit:
         if policy == "run_all" and len(plan.run) == RUN_ALL_PER_CYCLE:
             break
         walked += 1
+        last_walked = instant
         missed = all_missed or now - instant > grace
         if policy == "run_all":
             plan.run.append(instant)
@@ -92,7 +101,20 @@ def plan_catch_up(
     plan.skipped = list(recent_missed)
     plan.skipped_range = older
     plan.next_run_at = instant
+    if rule.calendar is not None and walked:
+        _calendar_fates(rule, plan, calendar_from or first_due, last_walked)
     return plan
+
+
+def _calendar_fates(rule, plan: CatchUpPlan, start: datetime, through: datetime) -> None:
+    """The calendar's part of the plan: excluded instants in (start, through), and where the
+    run instants were moved from."""
+    plan.walked_through = through
+    plan.calendar_skipped = recurrence.calendar_excluded(rule, start, through, limit=SKIPPED_RECORDS_CAP)
+    for at in plan.run:
+        moved = recurrence.calendar_shifted_from(rule, at)
+        if moved is not None:
+            plan.shifted_from[at] = moved
 
 
 def _extend(span: SkippedRange | None, instant: datetime) -> SkippedRange:

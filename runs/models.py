@@ -53,6 +53,7 @@ CONCURRENCY_KEY = "concurrency_key"
 class SkipReason(models.TextChoices):
     MISFIRE = "misfire"
     OVERLAP = "overlap"
+    CALENDAR = "calendar"  # its local date is excluded by one of the schedule's calendars
 
 
 class Trigger(models.TextChoices):
@@ -108,6 +109,8 @@ class Run(models.Model):
     skipped_count = models.PositiveIntegerField(null=True, blank=True)
     skipped_through = models.DateTimeField(null=True, blank=True)
     scheduled_at = models.DateTimeField()
+    # The rule instant a schedule's calendar moved this occurrence from (shift_before/after).
+    shifted_from = models.DateTimeField(null=True, blank=True)
     # When the run becomes claimable: scheduled_at, or the end of a retry backoff.
     due_at = models.DateTimeField()
     fence = models.BigIntegerField(default=0)

@@ -2,6 +2,12 @@
 
 from django.urls import path
 
+from scheduler_project.http.calendars import (
+    CalendarCollectionView,
+    CalendarDetailView,
+    CalendarImportView,
+    CalendarRevisionsView,
+)
 from scheduler_project.http.concurrency_keys import ConcurrencyKeyListView, ConcurrencyKeyView
 from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
 from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunReplayView, RunResultView
@@ -36,6 +42,10 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/preview", ScheduleInstantsView.as_view(), name="schedule-instants"),
     path("schedules/<str:schedule_id>/backfill", ScheduleBackfillView.as_view(), name="schedule-backfill"),
     path("schedules/<str:schedule_id>/statistics", ScheduleStatisticsView.as_view(), name="schedule-statistics"),
+    path("calendars", CalendarCollectionView.as_view(), name="calendar-list"),
+    path("calendars/<str:calendar_id>", CalendarDetailView.as_view(), name="calendar-detail"),
+    path("calendars/<str:calendar_id>/import", CalendarImportView.as_view(), name="calendar-import"),
+    path("calendars/<str:calendar_id>/revisions", CalendarRevisionsView.as_view(), name="calendar-revisions"),
     path("audit", AuditView.as_view(), name="audit-list"),
     path("capacity/forecast", CapacityForecastView.as_view(), name="capacity-forecast"),
     path("concurrency-keys", ConcurrencyKeyListView.as_view(), name="concurrency-key-list"),

@@ -2,6 +2,7 @@
 their form calls the API's validation and services, the pause/resume/run-now actions the
 services too."""
 
+from importlib import import_module
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
@@ -19,6 +20,7 @@ from schedules.models import (
     ApiToken, AuditEntry, BulkAction, ConcurrencyLimit, JobType, Schedule, ShadowDisagreement, Tenant,
 )
 from schedules.recurrence import RecurrenceError, parse_rule
+from schedules.selectors import schedule_rule
 from schedules.services import schedule_pause
 from schedules.tenants import token_revoke
 from scheduler_project.errors import DomainError
@@ -154,7 +156,7 @@ class DeletedFilter(admin.SimpleListFilter):
 
 
 RECURRENCE = ("recurrence_kind", "cron", "dialect", "timezone", "every_seconds", "anchor", "delay_seconds",
-              "rrule", "dtstart", "exdates", "rdates")
+              "rrule", "dtstart", "exdates", "rdates", "days", "at_time", "calendar_ids", "calendar")
 POLICIES = (
     "misfire_policy", "misfire_grace_seconds", "overlap_policy",
     "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds",
@@ -166,7 +168,7 @@ SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused
 TIMES = ("zone", "next_run", "created", "updated", "paused_since", "paused_until_shown", "deleted", "next_five_instants")
 VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
              "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects",
-             *WINDOW, "occurrences_materialized", "labels")
+             *WINDOW, "occurrences_materialized", "labels", "calendar")
 RECENT_RUNS = 20
 RECENT_AUDIT = 20
 
@@ -292,10 +294,10 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="Next five instants")
     def next_five_instants(self, obj):
         try:
-            rule = parse_rule(obj.recurrence, default_anchor=obj.created_at).within(obj.active_from, obj.active_until)
+            parse_rule(obj.recurrence, default_anchor=obj.created_at)
         except RecurrenceError as exc:
             return f"invalid recurrence: {exc}"
-        return format_html_join("\n", "<div>{}</div>", ((line,) for line in preview_lines(rule)))
+        return format_html_join("\n", "<div>{}</div>", ((line,) for line in preview_lines(schedule_rule(obj))))
 
     @admin.display(description="this schedule's accepted attempts")
     def runtime_statistics(self, obj):
@@ -370,3 +372,6 @@ class ShadowDisagreementAdmin(ReadOnlyAdmin):
     list_filter = ("candidate",)
     search_fields = ("schedule__id", "schedule__name")
     date_hierarchy = "recorded_at"
+
+
+import_module("schedules.calendar_admin")  # registers the calendars' admin, kept in a module of its own

@@ -21,14 +21,15 @@ from scheduler_project.errors import DeadlineInfeasible, DomainError, JobTypeFor
 
 PREVIEW_COUNT = 5
 RECURRENCE_KINDS = [("cron", "cron"), ("interval", "interval"), ("after_completion", "after completion"),
-                    ("rrule", "RRULE")]
+                    ("rrule", "RRULE"), ("business_day", "business day")]
 # Form field -> key of the request body's recurrence object, per kind (timezone for every kind).
 RECURRENCE_KEYS = {"cron": "cron", "dialect": "dialect", "every_seconds": "everySeconds", "anchor": "anchor",
                    "delay_seconds": "delaySeconds", "rrule": "rrule", "dtstart": "dtstart", "exdates": "exdates",
-                   "rdates": "rdates"}
+                   "rdates": "rdates", "days": "days", "at_time": "at", "calendar_ids": "calendarIds"}
 KIND_FIELDS = {"cron": ("cron", "dialect"), "interval": ("every_seconds", "anchor"), "after_completion": ("delay_seconds",),
-               "rrule": ("rrule", "dtstart", "exdates", "rdates")}
-RECURRENCE_FIELDS = ("recurrence_kind", "timezone", *RECURRENCE_KEYS)
+               "rrule": ("rrule", "dtstart", "exdates", "rdates"), "business_day": ("days", "at_time", "calendar_ids")}
+# The schedule's calendar shapes its instants too: shown before saving like the rule.
+RECURRENCE_FIELDS = ("recurrence_kind", "timezone", *RECURRENCE_KEYS, "calendar")
 RETRY_KEYS = {
     "retry_max_attempts": "maxAttempts",
     "retry_initial_delay_seconds": "initialDelaySeconds",
@@ -45,6 +46,7 @@ BODY_KEYS = {
     "jitter_seconds": "jitterSeconds",
     "concurrency_key": "concurrencyKey",
     "labels": "labels",
+    "calendar": "calendar",
 }
 # Window fields (instants as the admin's date and time boxes give them); an emptied box clears one.
 WINDOW_KEYS = {"active_from": "activeFrom", "active_until": "activeUntil", "end_after_occurrences": "endAfterOccurrences"}
@@ -78,10 +80,12 @@ def zoned(moment: datetime | None, zone_name: str) -> str:
     return f"{local:%a %Y-%m-%d %H:%M:%S %Z} ({zone_name})"
 
 
-def preview_lines(rule) -> list[str]:
-    """The next instants of `rule` as the admin shows them: local with the zone named, and UTC;
-    then its warnings (both cron day fields restricted: each dialect's next instants)."""
-    lines = [f"{zoned(at, rule.timezone)} = {instant(at)}" for at, _ in schedule_preview(rule=rule, count=PREVIEW_COUNT)]
+def preview_lines(rule, tenant=None) -> list[str]:
+    """The next instants of `rule` as the admin shows them: local with the zone named, and UTC
+    (a calendar's moved instant says where from); then its warnings (both cron day fields
+    restricted: each dialect's next instants). With `tenant`, its calendars are read."""
+    lines = [f"{zoned(at, rule.timezone)} = {instant(at)}" + (f" (moved from {instant(moved)})" if moved else "")
+             for at, _, moved, _ in schedule_preview(rule=rule, count=PREVIEW_COUNT, tenant=tenant)]
     if rule.kind == "after_completion":  # one instant: the delay after a run ending now
         return [f"{rule.delay_seconds}s after the previous run ends; for a run ending now: {line}" for line in lines]
     for warning in rule_warnings(rule):
@@ -109,6 +113,11 @@ def recurrence_initial(recurrence: dict) -> dict:
 
 def canonical(body: dict) -> str:
     return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def shown(values: dict) -> str:
+    """What a preview showed: the rule and the schedule's calendar (saving them is confirmed)."""
+    return canonical({"recurrence": recurrence_body(values), "calendar": values.get("calendar") or None})
 
 
 class ScheduleForm(forms.ModelForm):
@@ -160,6 +169,14 @@ class ScheduleForm(forms.ModelForm):
         help_text="At most the key's limit (1 unless set under Concurrency limits) of this tenant's attempts with "
                   "this key run at once. Empty: none.",
     )
+    days = forms.JSONField(required=False, help_text="business day: which of the month, e.g. [1, -1] (first and last).")
+    at_time = forms.CharField(required=False, label="At", help_text="business day: local time HH:MM, e.g. 17:00.")
+    calendar_ids = forms.JSONField(required=False, label="Calendar ids",
+                                   help_text='business day: calendars whose dates are no business days, e.g. ["cal_..."].')
+    calendar = forms.JSONField(
+        required=False, help_text='Calendars whose excluded dates the instants skip or move around, e.g. '
+                                  '{"calendarIds": ["cal_..."], "policy": "skip" | "shift_before" | "shift_after"}; '
+                                  'empty: none.')
     labels = forms.JSONField(
         required=False, initial=dict,
         help_text='At most 20 string pairs, e.g. {"team": "finance"}; the API\'s filters select by them.',
@@ -182,8 +199,9 @@ class ScheduleForm(forms.ModelForm):
         if self.editing:  # tenant and job type stay what they are
             self.fields.pop("tenant", None)
             self.fields.pop("job_type", None)
-            self.initial.update(recurrence_initial(self.instance.recurrence), expected_revision=self.instance.revision)
-            self.initial["previewed"] = canonical(recurrence_body(self.initial))
+            self.initial.update(recurrence_initial(self.instance.recurrence), expected_revision=self.instance.revision,
+                                calendar=self.instance.calendar)
+            self.initial["previewed"] = shown(self.initial)
 
     def is_valid(self):
         return super().is_valid() and self.preview is None
@@ -194,7 +212,7 @@ class ScheduleForm(forms.ModelForm):
             return
         changed = set(self.changed_data) - CONTROL_FIELDS if self.editing else set(self.fields)
         rule = recurrence_body(self.cleaned_data)
-        unconfirmed = bool(changed & set(RECURRENCE_FIELDS)) and canonical(rule) != self.cleaned_data.get("previewed")
+        unconfirmed = bool(changed & set(RECURRENCE_FIELDS)) and shown(self.cleaned_data) != self.cleaned_data.get("previewed")
         try:
             spec = self._request_spec(changed) if changed else None
             if "_preview" in self.data or unconfirmed:
@@ -214,6 +232,8 @@ class ScheduleForm(forms.ModelForm):
         for field in ("params", "effects", "labels"):
             if field in changed and values.get(field) is None:
                 body[BODY_KEYS[field]] = {}  # an emptied box clears them
+        if "calendar" in changed and values.get("calendar") is None:
+            body["calendar"] = None  # an emptied box removes the calendars
         if "start_deadline_seconds" in changed and values.get("start_deadline_seconds") is None:
             body["startDeadlineSeconds"] = None  # an emptied box removes the promise
         if changed & set(RECURRENCE_FIELDS):
@@ -232,11 +252,14 @@ class ScheduleForm(forms.ModelForm):
     def _show_preview(self, rule: dict) -> None:
         from scheduler_project.http.schedule_requests import preview_arguments  # on use, see _request_spec
 
-        body = {"recurrence": rule, **({"hashKey": self.instance.id} if self.editing else {})}
+        calendar = self.cleaned_data.get("calendar")
+        body = {"recurrence": rule, **({"hashKey": self.instance.id} if self.editing else {}),
+                **({"calendar": calendar} if calendar else {})}
         arguments = preview_arguments(body)
-        self.preview = preview_lines(arguments["rule"])
+        tenant = self.instance.tenant if self.editing else self.cleaned_data["tenant"]
+        self.preview = preview_lines(arguments["rule"], tenant)
         self.data = self.data.copy()
-        self.data[self.add_prefix("previewed")] = canonical(rule)  # saving this rule next is confirmed
+        self.data[self.add_prefix("previewed")] = shown(self.cleaned_data)  # saving these next is confirmed
 
     def _save(self, spec) -> None:
         if not self.editing:

@@ -22,6 +22,10 @@ def new_schedule_id():
     return new_id("sch")
 
 
+def new_calendar_id():
+    return new_id("cal")
+
+
 def new_action_id():
     return new_id("act")
 
@@ -198,6 +202,13 @@ class Schedule(models.Model):
     )
     # At most MAX_LABELS string pairs, as given; ScheduleLabel rows index them for filters.
     labels = models.JSONField(default=dict, blank=True, db_default={})
+    # The schedule's calendars and policy ({"calendarIds", "policy"}), as its revision holds it;
+    # ScheduleCalendar rows index them. Null: none.
+    calendar = models.JSONField(null=True, blank=True)
+    # next_run_at is the first occurrence after this instant: the calendar-skipped instants
+    # in between are recorded when next_run_at is materialized, and a calendar edit computes
+    # next_run_at again from here. Null: from next_run_at itself.
+    next_run_from = models.DateTimeField(null=True, blank=True)
     # Null while paused, deleted, ended, or (after_completion) while an occurrence is active.
     next_run_at = models.DateTimeField(null=True, blank=True)
     # The window (activeFrom, activeUntil): no occurrence outside it; null: open.
@@ -424,3 +435,55 @@ class ConcurrencyLimit(models.Model):
 
     def __str__(self):
         return f"{self.key}: {self.max_running}"
+
+
+MAX_CALENDAR_DATES = 10_000  # excluded dates one calendar may hold (an .ics import included)
+MAX_CALENDAR_NAME_LENGTH = 200
+
+
+class Calendar(models.Model):
+    """A tenant's calendar: local dates (in `timezone`) its schedules treat as excluded.
+    Revisioned like schedules: each edit is a new CalendarRevision, the row holds the current."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_calendar_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="calendars", db_index=False)
+    name = models.CharField(max_length=MAX_CALENDAR_NAME_LENGTH)
+    timezone = models.CharField(max_length=64, default="UTC")
+    exclude_dates = models.JSONField(default=list, blank=True)  # ["2027-07-05", ...], sorted
+    exclude_annual = models.JSONField(default=list, blank=True)  # ["12-25", ...], sorted
+    exclude_weekdays = models.JSONField(default=list, blank=True)  # ISO weekdays, 1 = Monday
+    revision = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "id"], name="calendar_tenant_idx")]
+        constraints = [models.CheckConstraint(condition=Q(revision__gte=1), name="calendar_revision_positive")]
+
+    def __str__(self):
+        return f"{self.name} ({self.id})"
+
+
+class CalendarRevision(models.Model):
+    """Immutable payload of one revision of a calendar."""
+
+    calendar = models.ForeignKey(Calendar, on_delete=models.CASCADE, related_name="revisions")
+    revision = models.PositiveIntegerField()
+    payload = models.JSONField()
+    author_kind = models.CharField(max_length=9, choices=AuthorKind.choices, default=AuthorKind.API)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["calendar", "revision"], name="calendarrevision_unique")]
+
+
+class ScheduleCalendar(models.Model):
+    """A live schedule reads this calendar (its `calendar` field or a business_day rule): the
+    index a calendar edit and a calendar delete look schedules up by."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="calendar_rows", db_index=False)
+    calendar = models.ForeignKey(Calendar, on_delete=models.PROTECT, related_name="schedule_rows", db_index=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["schedule", "calendar"], name="schedulecalendar_unique")]
+        indexes = [models.Index(fields=["calendar", "schedule"], name="schedulecalendar_lookup_idx")]

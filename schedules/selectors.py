@@ -70,13 +70,12 @@ def schedule_revisions(*, schedule: Schedule, before: int | None, limit: int) ->
 
 
 def schedule_rule(schedule: Schedule) -> recurrence.Rule | None:
-    """The schedule's stored rule in its window; None for a row stored under older, looser
+    """The schedule's stored rule in its window, under its calendars; None for a row stored under older, looser
     rules that no longer parses."""
-    try:
-        rule = recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
-    except recurrence.RecurrenceError:
-        return None
-    return rule.within(schedule.active_from, schedule.active_until)
+    from schedules.calendars import rule_bound, stored_rule
+
+    rule = stored_rule(schedule)
+    return rule_bound(rule, schedule.tenant_id) if rule is not None else None
 
 
 # Windows (activeFrom, activeUntil, endAfterOccurrences). `schedule` is a Schedule or any row

@@ -2,7 +2,7 @@
 occurrences (the misfire policy for what was missed), so it is the authority's."""
 
 import zlib
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -19,6 +19,7 @@ from schedules.models import (
     ScheduleRevision,
     Tenant,
 )
+from schedules.calendars import index_schedule_calendars, rule_bound, schedule_calendar_rule
 from schedules.specs import ScheduleSpec, default_payload, payload_window, validate_params, validate_retry, validate_window
 from schedules.locks import lock_schedule, lock_tenant
 from schedules.selectors import job_types_allowed, schedule_first_due
@@ -82,6 +83,7 @@ def schedule_create(
     raise _contended()
 
 
+_MICROSECOND = timedelta(microseconds=1)
 ADMISSION_ATTEMPTS = 5  # forecasts computed again while other strict promises keep being admitted meanwhile
 
 
@@ -108,10 +110,13 @@ def _create(tenant, schedule, payload, spec, admission, idempotency_key, request
         _check_schedule_quota(tenant)
         if spec.concurrency_key:
             _uses_concurrency_keys(tenant)
-        schedule.next_run_at = schedule_first_due(schedule, spec.recurrence, now)
+        rule = rule_bound(schedule_calendar_rule(spec.recurrence, schedule.calendar), tenant.id, strict=True)
+        schedule.next_run_at = schedule_first_due(schedule, rule, now)
+        schedule.next_run_from = now - _MICROSECOND
         schedule.save(force_insert=True)
         ScheduleRevision.objects.create(schedule=schedule, revision=1, payload=payload, author_kind=actor.kind)
         _index_labels(schedule, replace=False)
+        index_schedule_calendars(schedule, rule)
         audit_record(schedule, actor=actor, action=AuditAction.CREATE, at=now, revision=1)
         if idempotency_key:
             RequestKey.objects.create(
@@ -192,6 +197,15 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
             check_celery_task_allowed(tenant, job_type.name, payload["params"])
         validate_retry(payload["retry"])
         validate_window(payload)
+        # The rule under the edited calendars (400 for a policy it cannot take, 404 for another
+        # tenant's calendar: both before a 409). None: a row stored under older, looser rules,
+        # kept by an edit that does not give one.
+        rule = changes.recurrence or _stored_rule(schedule)
+        if rule is not None:
+            calendar = payload.get("calendar")
+            if rule.kind == "after_completion" and calendar:
+                raise InvalidRequest("calendar does not apply to an after_completion recurrence", field="calendar")
+            rule = rule_bound(schedule_calendar_rule(rule, calendar), tenant.id, strict=True)
         if expected_revision != schedule.revision:
             error = RevisionConflict(
                 f"expectedRevision {expected_revision} is not current; the schedule is at revision {schedule.revision}"
@@ -203,21 +217,24 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
         schedule.revision += 1
         _apply_payload(schedule, payload)
         window_changed = changes.cleared or any(
-            value is not None for value in (changes.active_from, changes.active_until, changes.end_after_occurrences))
-        if (changes.recurrence is not None or window_changed) and not schedule.paused:
+            value is not None for value in (changes.active_from, changes.active_until, changes.end_after_occurrences,
+                                            changes.calendar))
+        if rule is not None and (changes.recurrence is not None or window_changed) and not schedule.paused:
             # Only occurrences not yet materialized follow the new rule and window; a schedule
             # that ended revives when the edit gives it instants again. (An after_completion
             # schedule with a run unfinished is given its next instant when that run ends.)
-            rule = changes.recurrence or recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
             if rule.kind != "after_completion" or schedule.next_run_at is not None or (
                     window_changed and not schedule.runs.filter(finished_at__isnull=True, trigger="schedule").exists()):
                 schedule.next_run_at = schedule_first_due(schedule, rule, now)
+                schedule.next_run_from = now - _MICROSECOND
         schedule.save()
         ScheduleRevision.objects.create(
             schedule=schedule, revision=schedule.revision, payload=payload, author_kind=actor.kind
         )
         if changes.labels is not None:
             _index_labels(schedule)
+        if rule is not None:
+            index_schedule_calendars(schedule, rule)
         audit_record(schedule, actor=actor, action=AuditAction.UPDATE, at=now, revision=schedule.revision)
     return schedule
 
@@ -284,14 +301,21 @@ def _index_labels(schedule: Schedule, *, replace: bool = True) -> None:
     ])
 
 
-def schedule_preview(*, rule: recurrence.Rule, after: datetime | None = None, count: int = 5) -> list[tuple]:
-    """The next `count` instants of `rule` (in its window) after `after` (default now), with local renderings."""
+def schedule_preview(*, rule: recurrence.Rule, after: datetime | None = None, count: int = 5,
+                     include_excluded: bool = False, tenant: Tenant | None = None) -> list[tuple]:
+    """The next `count` instants of `rule` (in its window) after `after` (default now), as
+    (instant, local rendering, shifted from, excluded by): see recurrence.preview_entries.
+    With `tenant`, the calendars the rule names are read (404 when not the tenant's)."""
     if after is None:
         after = authority_now()
     rule = rule.anchored(after)
+    if tenant is not None:
+        rule = rule_bound(rule, tenant.id, strict=True)
     # after_completion: one instant, the delay after a run that would end at `after`.
-    instants = recurrence.preview(rule, after, 1 if rule.kind == "after_completion" else count)
-    return [(instant, recurrence.local_rendering(rule, instant)) for instant in instants]
+    entries = recurrence.preview_entries(rule, after, 1 if rule.kind == "after_completion" else count,
+                                         include_excluded=include_excluded)
+    return [(instant, recurrence.local_rendering(rule, instant), moved, excluded)
+            for instant, moved, excluded in entries]
 
 
 def rule_warnings(rule: recurrence.Rule | None, after: datetime | None = None) -> list[dict]:
@@ -301,6 +325,13 @@ def rule_warnings(rule: recurrence.Rule | None, after: datetime | None = None) -
     from schedules.recurrence.dialects import day_field_warnings
 
     return day_field_warnings(rule, after or authority_now())
+
+
+def _stored_rule(schedule: Schedule) -> recurrence.Rule | None:
+    try:
+        return recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
+    except recurrence.RecurrenceError:
+        return None
 
 
 def _apply_payload(schedule: Schedule, payload: dict) -> None:
@@ -319,3 +350,4 @@ def _apply_payload(schedule: Schedule, payload: dict) -> None:
     schedule.concurrency_key = payload.get("concurrencyKey") or ""
     schedule.active_from, schedule.active_until, schedule.end_after_occurrences = payload_window(payload)
     schedule.labels = payload.get("labels") or {}
+    schedule.calendar = payload.get("calendar") or None

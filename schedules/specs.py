@@ -37,8 +37,9 @@ class ScheduleSpec:
     active_from: datetime | None = None
     active_until: datetime | None = None
     end_after_occurrences: int | None = None
-    cleared: frozenset = frozenset()  # payload keys an edit set to null (activeFrom, activeUntil, endAfterOccurrences)
+    cleared: frozenset = frozenset()  # payload keys an edit set to null (window fields, calendar)
     labels: dict | None = None  # replaces every label ({} clears them)
+    calendar: dict | None = None  # {"calendarIds", "policy"}; "calendar" in `cleared`: removed
 
     def anchored(self, now: datetime) -> "ScheduleSpec":
         """An interval rule given without an anchor starts at `now`, the authority's time of the write."""
@@ -71,6 +72,7 @@ class ScheduleSpec:
             "activeUntil": instant(self.active_until) if self.active_until is not None else None,
             "endAfterOccurrences": self.end_after_occurrences,
             "labels": self.labels,
+            "calendar": self.calendar,
         }
         payload = {**base, **{key: value for key, value in given.items() if value is not None}}
         if payload.get("startDeadlineSeconds") == 0:

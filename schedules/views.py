@@ -167,7 +167,7 @@ class SchedulePreviewView(TenantAPIView):
     )
     def post(self, request):
         arguments = preview_arguments(json_object_body(request))
-        instants = schedule_preview(**arguments)
+        instants = schedule_preview(**arguments, tenant=request.tenant)
         return Response({**preview_representation(instants),
                          "warnings": rule_warnings(arguments["rule"], arguments.get("after"))})
 

@@ -47,7 +47,8 @@ def arm(ids: list[str]) -> dict[str, Armed]:
         return {}  # the embedded SQLite fires through the locking path
     recurrences: dict[str, dict] = {}
     schedules = [DueSchedule(row, recurrences) for row in schedules_among(MATERIALIZE_FIELDS, ids)]
-    schedules = [s for s in schedules if not takes_guard(s.overlap_policy)]
+    # A schedule under calendars records excluded instants and moves next_run_from: the locking path.
+    schedules = [s for s in schedules if not takes_guard(s.overlap_policy) and not s.calendar]
     texts = revision_texts(schedules)
     return {s.id: Armed(s, texts[s.id], s.revision, s.next_run_at) for s in schedules if s.id in texts}
 

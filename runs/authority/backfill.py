@@ -20,6 +20,7 @@ from runs.models import Outbox, PendingReason, Run, RunState, Trigger
 from schedules import recurrence
 from schedules.locks import lock_schedule
 from schedules.models import JobType, ScheduleRevision
+from schedules.selectors import schedule_rule
 from scheduler_project.clock import authority_now
 from scheduler_project.errors import InvalidRequest, InvalidState
 
@@ -45,8 +46,9 @@ def schedule_backfill(*, tenant, schedule_id: str, start: datetime, end: datetim
         if end > now:
             raise InvalidRequest("to must not be in the future: backfill creates past occurrences", field="to")
         # The window holds for backfilled instants too (they are not counted by endAfterOccurrences).
-        rule = recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at).within(
-            schedule.active_from, schedule.active_until)
+        # The schedule's calendars hold too: an excluded instant is no occurrence to backfill.
+        rule = schedule_rule(schedule) or recurrence.parse_rule(
+            schedule.recurrence, default_anchor=schedule.created_at).within(schedule.active_from, schedule.active_until)
         if rule.kind == "after_completion":
             raise InvalidState("an after_completion schedule has no instants of its own to backfill")
         if schedule.paused:

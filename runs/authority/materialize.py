@@ -37,6 +37,7 @@ MATERIALIZE_FIELDS = (
     "id", "tenant_id", "job_type_id", "recurrence", "revision", "misfire_policy", "misfire_grace_seconds",
     "overlap_policy", "next_run_at", "active_run_id", "resume_from", "jitter_seconds",
     "start_deadline_seconds", "active_from", "active_until", "end_after_occurrences", "occurrences_materialized",
+    "calendar", "next_run_from",
 )
 
 
@@ -56,6 +57,8 @@ class DueSchedule:
         self.recurrence = recurrences.get(text) or recurrences.setdefault(
             text, json.loads(text) if isinstance(rule, str) else rule
         )
+        if isinstance(self.calendar, str):
+            self.calendar = json.loads(self.calendar)
 
 
 @dataclass
@@ -150,12 +153,13 @@ def catch_up_on_resume(schedule: Schedule, now, planned: Planned) -> Materialize
 def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=False, plan_of=None) -> MaterializeStats:
     """Write the schedules' occurrences as ``plan_of`` (default: planned here, at ``now``)."""
     wave = build_wave(schedules, now, plan_of=plan_of or WavePlans(now, from_pause=from_pause).plan)
+    wave.drop_recorded_exclusions()
     bulk_insert(Run, wave.runs)
     bulk_insert(Outbox, wave.outbox)
     if wave.outbox:
         notify_outbox()
     if not from_pause:
-        bulk_set(Schedule, schedules, ["next_run_at", "occurrences_materialized"])
+        bulk_set(Schedule, schedules, ["next_run_at", "occurrences_materialized", "next_run_from"])
     wave.record_shadow()
     return wave.stats
 
@@ -176,8 +180,11 @@ def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: 
             wave.shadow.observe(schedule, rule, plan)
         base = _run_base(schedule, payloads[schedule.id], now)
         wave.skip_missed(base, plan)
-        wave.add_instants(schedule, base, plan.run)
+        wave.skip_excluded(base, plan)
+        wave.add_instants(schedule, base, plan.run, plan.shifted_from)
         schedule.next_run_at = plan.next_run_at
+        if plan.walked_through is not None:
+            schedule.next_run_from = plan.walked_through
         if rule.kind == "after_completion" and plan.run:
             schedule.next_run_at = None  # the next one is due when this one ends
         # endAfterOccurrences: counted here, in the transaction that holds the schedule's lock.
@@ -238,11 +245,39 @@ class Wave:
             self.stats.skipped += len(plan.skipped)
             metrics.SKIPPED.labels("misfire").inc(len(plan.skipped))
 
-    def add_instants(self, schedule: DueSchedule | Schedule, base: dict, instants) -> None:
-        """One occurrence per instant to run, admitted by the schedule's overlap policy."""
+    def skip_excluded(self, base: dict, plan: CatchUpPlan) -> None:
+        """The instants the schedule's calendars excluded: one skipped record each."""
+        if plan.calendar_skipped:
+            skipped = dict(base, state=RunState.SKIPPED, skip_reason=SkipReason.CALENDAR, finished_at=self.now)
+            self.runs.extend(dict(skipped, id=new_run_id(), scheduled_at=at, due_at=at)
+                             for at, _ in plan.calendar_skipped)
+            self.stats.skipped += len(plan.calendar_skipped)
+            metrics.SKIPPED.labels("calendar").inc(len(plan.calendar_skipped))
+
+    def drop_recorded_exclusions(self) -> None:
+        """Calendar-skipped records whose instant already has its occurrence (a backfill of the
+        same past range wrote it first) are left out: one query, only when there are any."""
+        excluded = [run for run in self.runs if run.get("skip_reason") == SkipReason.CALENDAR]
+        if not excluded:
+            return
+        taken = set(Run.objects.filter(
+            trigger=Trigger.SCHEDULE, schedule_id__in={run["schedule_id"] for run in excluded},
+            scheduled_at__in={run["scheduled_at"] for run in excluded},
+        ).values_list("schedule_id", "scheduled_at"))
+        if taken:
+            kept = [run for run in self.runs if run.get("skip_reason") != SkipReason.CALENDAR
+                    or (run["schedule_id"], run["scheduled_at"]) not in taken]
+            self.stats.skipped -= len(self.runs) - len(kept)
+            self.runs = kept
+
+    def add_instants(self, schedule: DueSchedule | Schedule, base: dict, instants, shifted_from=None) -> None:
+        """One occurrence per instant to run, admitted by the schedule's overlap policy; an
+        instant a calendar moved carries where from."""
         for instant in instants:
             due = jittered(schedule.id, instant, schedule.jitter_seconds)
             run = dict(base, id=new_run_id(), scheduled_at=instant, due_at=due)
+            if shifted_from and instant in shifted_from:
+                run["shifted_from"] = shifted_from[instant]
             waiters = self.waiting.get(schedule.id, 0)
             step = admit(schedule.overlap_policy, guard=schedule.active_run_id, waiting=waiters, new=True)
             if step is Step.START and due > self.now:  # jittered: promoted when due (promote_due_runs)

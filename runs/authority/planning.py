@@ -42,33 +42,55 @@ class WavePlans:
         self.recurrences = {} if recurrences is None else recurrences  # rule text -> its decoded dict
         self._rules: dict[int, recurrence.Rule] = {}
         self._plans: dict[tuple, Planned] = {}
+        self.calendars: dict = {}  # calendar id -> CalendarDays, read once per wave
+
+    def read_calendars(self, schedules) -> None:
+        """The calendars the schedules use and this wave has not read: one query."""
+        from schedules.calendars import calendar_days_for
+
+        wanted = set()
+        for schedule in schedules:
+            calendar = getattr(schedule, "calendar", None)
+            wanted.update((calendar or {}).get("calendarIds") or ())
+            if isinstance(schedule.recurrence, dict) and schedule.recurrence.get("kind") == "business_day":
+                wanted.update(schedule.recurrence.get("calendarIds") or ())
+        wanted -= set(self.calendars)
+        if wanted:
+            self.calendars.update(calendar_days_for(wanted))
 
     def key(self, schedule) -> tuple:
         first_due = schedule.resume_from if self.from_pause else schedule.next_run_at
         return (id(schedule.recurrence), first_due, schedule.misfire_policy, schedule.misfire_grace_seconds,
-                schedule.active_from, schedule.active_until, occurrences_left(schedule))
+                schedule.active_from, schedule.active_until, occurrences_left(schedule),
+                _calendar_key(schedule), getattr(schedule, "next_run_from", None))
 
     def rule(self, schedule) -> recurrence.Rule:
         """The schedule's rule in its window (activeFrom, activeUntil)."""
-        key = (id(schedule.recurrence), schedule.active_from, schedule.active_until)
+        key = (id(schedule.recurrence), schedule.active_from, schedule.active_until, _calendar_key(schedule))
         rule = self._rules.get(key)
         if rule is None:
-            rule = self._rules[key] = recurrence.parse_rule(schedule.recurrence).within(
-                schedule.active_from, schedule.active_until)
+            rule = recurrence.parse_rule(schedule.recurrence).within(schedule.active_from, schedule.active_until)
+            calendar = getattr(schedule, "calendar", None)
+            if calendar:
+                rule = rule.calendared(calendar.get("calendarIds") or (), calendar.get("policy") or "skip")
+            if rule.calendar_refs():
+                self.read_calendars([schedule])
+                rule = rule.bound(self.calendars)
+            self._rules[key] = rule
         return rule
 
     def plan(self, schedule) -> Planned | None:
         """The schedule's rule and catch-up plan, planned now unless its key already was;
         None when it has no due instant."""
         key = self.key(schedule)
-        _, first_due, policy, grace, _, _, left = key
+        _, first_due, policy, grace, _, _, left, _, calendar_from = key
         if first_due is None:
             return None
         planned = self._plans.get(key)
         if planned is None:
             rule = self.rule(schedule)
             plan = plan_catch_up(rule, first_due, self.now, policy=policy, grace_seconds=grace,
-                                 all_missed=self.from_pause, max_instants=left)
+                                 all_missed=self.from_pause, max_instants=left, calendar_from=calendar_from)
             planned = self._plans[key] = (rule, plan)
         return planned
 
@@ -86,6 +108,8 @@ class WavePlans:
                     period = rule.every_seconds
                 elif rule.kind == "rrule":
                     period = RRULE_MIN_PERIOD_SECONDS
+                elif rule.kind == "business_day":
+                    period = 86400  # at most one instant a day
                 else:
                     period = recurrence.min_period_seconds(rule.cron)
                 return int((self.now - key[1]).total_seconds() // period) + 1
@@ -99,6 +123,7 @@ def plan_within_budget(plans: WavePlans, candidates: list, *, walk_limit: int | 
     ``walk_limit`` instants is not planned here. Returns (planned, too long to plan here);
     candidates past the budget are in neither and stay due."""
     budget = settings.SCAN_ROWS_PER_TRANSACTION
+    plans.read_calendars(candidates)
     started = time.monotonic()
     chosen, deferred, rows = [], [], 0
     for schedule in candidates:
@@ -116,7 +141,12 @@ def plan_within_budget(plans: WavePlans, candidates: list, *, walk_limit: int | 
 
 
 def plan_rows(plan: CatchUpPlan) -> int:
-    """Occurrence rows the plan writes (run, skipped, range record), each at most with one
-    outbox row."""
-    return len(plan.run) + len(plan.skipped) + (1 if plan.skipped_range else 0)
+    """Occurrence rows the plan writes (run, skipped, range record, calendar-skipped), each
+    at most with one outbox row."""
+    return len(plan.run) + len(plan.skipped) + (1 if plan.skipped_range else 0) + len(plan.calendar_skipped)
+
+
+def _calendar_key(schedule) -> tuple:
+    calendar = getattr(schedule, "calendar", None) or {}
+    return tuple(calendar.get("calendarIds") or ()), calendar.get("policy")
 

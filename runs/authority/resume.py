@@ -16,7 +16,7 @@ from schedules import recurrence
 from schedules.audit import SCHEDULER, UNNAMED_API, Actor, audit_record
 from schedules.locks import lock_schedule
 from schedules.models import AuditAction, BulkAction, Schedule, Tenant
-from schedules.selectors import schedule_first_due
+from schedules.selectors import schedule_first_due, schedule_rule
 from runs.authority.materialize import catch_up_on_resume
 from runs.authority.planning import Planned, WavePlans
 from runs.models import UNFINISHED, Trigger
@@ -151,7 +151,7 @@ def _plan_resume(tenant: Tenant, schedule_id: str) -> tuple[Schedule | None, obj
 
 def _resume(schedule: Schedule, now, planned: Planned | None) -> None:
     """Unpause the locked ``schedule`` at authority time ``now``, as planned."""
-    rule = recurrence.parse_rule(schedule.recurrence)
+    rule = schedule_rule(schedule) or recurrence.parse_rule(schedule.recurrence)
     schedule.paused = False
     if planned is not None:
         catch_up_on_resume(schedule, authority_now(), planned)  # sets next_run_at past the missed instants

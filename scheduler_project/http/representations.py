@@ -40,6 +40,7 @@ def schedule_representation(schedule) -> dict:
         "occurrencesMaterialized": schedule.occurrences_materialized,
         "ended": schedule_ended(schedule, now=authority_now),
         "labels": schedule.labels,
+        "calendar": schedule.calendar,
         "revision": schedule.revision,
         "paused": schedule.paused,
         "pausedUntil": instant(schedule.paused_until) if schedule.paused else None,
@@ -63,7 +64,19 @@ def schedule_detail_representation(schedule) -> dict:
 
 def preview_representation(instants) -> dict:
     """The preview answer from `schedule_preview`'s (instant, local rendering) pairs."""
-    return {"instants": [{"at": instant(at), "local": local} for at, local in instants]}
+    return {"instants": [_preview_entry(entry) for entry in instants]}
+
+
+def _preview_entry(entry) -> dict:
+    """One preview instant; a calendar's moved instant names where from (`shiftedFrom`), an
+    excluded one (listed with includeExcluded) its calendar (`excluded`)."""
+    at, local, moved, excluded = entry
+    shown = {"at": instant(at), "local": local}
+    if moved is not None:
+        shown["shiftedFrom"] = instant(moved)
+    if excluded is not None:
+        shown["excluded"] = excluded
+    return shown
 
 
 def schedule_instants_representation(schedule, instants) -> dict:
@@ -72,14 +85,14 @@ def schedule_instants_representation(schedule, instants) -> dict:
     from schedules.jitter import jittered
 
     return {"instants": [
-        {"at": instant(at), "local": local, "dueAt": instant(jittered(schedule.id, at, schedule.jitter_seconds))}
-        for at, local in instants
+        {**_preview_entry(entry), "dueAt": instant(jittered(schedule.id, entry[0], schedule.jitter_seconds))}
+        for entry in instants
     ]}
 
 
 REVISED_FIELDS = ("name", "params", "recurrence", "misfirePolicy", "misfireGraceSeconds", "overlapPolicy", "effects",
                   "startDeadlineSeconds", "jitterSeconds", "concurrencyKey", "activeFrom", "activeUntil",
-                  "endAfterOccurrences")
+                  "endAfterOccurrences", "calendar")
 
 
 def revision_representation(revision) -> dict:
@@ -238,6 +251,7 @@ def run_representation(run, unavailable: frozenset[str] | None = None,
         "startedAt": instant(run.started_at),
         "finishedAt": instant(run.finished_at),
         "skipReason": run.skip_reason or None,
+        "shiftedFrom": instant(run.shifted_from),
         "skippedCount": run.skipped_count,
         "skippedThrough": instant(run.skipped_through),
         "cancellationRequested": run.cancellation_requested,

@@ -64,7 +64,7 @@ _HTTP_URL = RegexValidator(r"^https?://[^\s]{1,2000}$", message="must be an http
 # Describes the recurrence object in the schema; `RecurrenceField` validates it.
 class RecurrenceSerializer(serializers.Serializer):
 
-    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once", "rrule"])
+    kind = serializers.ChoiceField(choices=["cron", "interval", "after_completion", "once", "rrule", "business_day"])
     cron = serializers.CharField(
         required=False, max_length=recurrence.MAX_CRON_LENGTH,
         help_text="kind=cron: 5 fields, or 6 with seconds first; L, W, #, ?, H and @ macros (docs/api.md)",
@@ -105,6 +105,23 @@ class RecurrenceField(serializers.Field):
             detail = ErrorDetail(exc.message, code=exc.code)
             _, _, inner_field = exc.field.partition(".")
             raise serializers.ValidationError({inner_field: [detail]} if inner_field else [detail]) from None
+
+
+@extend_schema_field({"type": "object", "nullable": True, "properties": {
+    "calendarIds": {"type": "array", "items": {"type": "string"}, "maxItems": recurrence.MAX_CALENDARS},
+    "policy": {"type": "string", "enum": ["skip", "shift_before", "shift_after"]}}})
+class ScheduleCalendarField(serializers.Field):
+    """The schedule's `calendar`: the tenant's calendars whose excluded dates the rule's
+    instants skip or move around (null or no ids: none)."""
+
+    def to_internal_value(self, data):
+        from schedules.calendars import parse_schedule_calendar
+
+        try:
+            return parse_schedule_calendar(data)
+        except InvalidRequest as exc:
+            _, _, inner = exc.details.get("field", "").partition(".")
+            raise serializers.ValidationError({inner: [exc.message]} if inner else [exc.message]) from None
 
 
 class OneLineField(StrictCharField):
@@ -280,8 +297,16 @@ class ScheduleCreateSerializer(StrictSerializer):
         help_text="The schedule ends once this many rule instants were materialized (manual runs not counted)",
     )
     labels = LabelsField(required=False, help_text=f"At most {MAX_LABELS} string pairs; an edit replaces them all")
+    calendar = ScheduleCalendarField(required=False, allow_null=True,
+                                     help_text="{calendarIds, policy: skip | shift_before | shift_after}; null: none")
 
     def validate(self, attrs):
+        if "calendar" in attrs and attrs["calendar"] is None:
+            del attrs["calendar"]
+            attrs["cleared"] = frozenset({"calendar"})
+        rule = attrs.get("recurrence")
+        if attrs.get("calendar") and rule is not None and rule.kind == "after_completion":
+            raise serializers.ValidationError({"calendar": ["does not apply to an after_completion recurrence"]})
         if "effects" in attrs and attrs["effects"] is None:
             attrs["effects"] = {}  # null removes every effect
         if "start_deadline_seconds" in attrs and attrs["start_deadline_seconds"] is None:
@@ -292,7 +317,7 @@ class ScheduleCreateSerializer(StrictSerializer):
         for key in cleared:
             del attrs[WINDOW_FIELDS[key]]
         if cleared:
-            attrs["cleared"] = cleared
+            attrs["cleared"] = attrs.get("cleared", frozenset()) | cleared
         return attrs
 
 
@@ -339,8 +364,17 @@ class PreviewSerializer(StrictSerializer):
         validators=[RegexValidator(r"^[ -~]+$", message="printable ASCII only")],
         help_text="Fixes the values of H in a cron rule, as a schedule's id does (preview H before creating)",
     )
+    calendar = ScheduleCalendarField(required=False, allow_null=True,
+                                     help_text="The schedule's calendar field: instants excluded, or moved")
+    includeExcluded = StrictBooleanField(required=False, source="include_excluded",
+                                         help_text="List excluded instants too, with the calendar excluding each")
 
     def validate(self, attrs):
+        calendar = attrs.pop("calendar", None)
+        if calendar:
+            if attrs["rule"].kind == "after_completion":
+                raise serializers.ValidationError({"calendar": ["does not apply to an after_completion recurrence"]})
+            attrs["rule"] = attrs["rule"].calendared(calendar["calendarIds"], calendar["policy"])
         active_from, active_until = attrs.pop("active_from", None), attrs.pop("active_until", None)
         if active_from is not None and active_until is not None and active_until <= active_from:
             raise serializers.ValidationError({"activeUntil": ["must be after activeFrom"]})

@@ -92,6 +92,8 @@ class RevisedFieldsSerializer(serializers.Serializer):
     endAfterOccurrences = serializers.IntegerField(
         allow_null=True, help_text="Ends once this many rule instants were materialized; null: no end by count")
     labels = serializers.DictField(child=serializers.CharField(), help_text="At most 20 string pairs")
+    calendar = serializers.DictField(allow_null=True, help_text="{calendarIds, policy}: the calendars whose excluded "
+                                                                "dates the rule's instants skip or move around")
 
 
 class RuleWarningSerializer(serializers.Serializer):
@@ -174,6 +176,8 @@ class RevisionListSerializer(serializers.Serializer):
 class PreviewInstantSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     local = serializers.CharField()
+    shiftedFrom = serializers.DateTimeField(required=False, help_text="A calendar moved the instant from this one")
+    excluded = serializers.CharField(required=False, help_text="includeExcluded: the calendar excluding it")
 
 
 class PreviewResponseSerializer(serializers.Serializer):
@@ -294,7 +298,8 @@ class RunSerializer(serializers.Serializer):
     dueAt = serializers.DateTimeField()
     startedAt = serializers.DateTimeField(allow_null=True)
     finishedAt = serializers.DateTimeField(allow_null=True)
-    skipReason = serializers.CharField(allow_null=True)
+    skipReason = serializers.CharField(allow_null=True, help_text="misfire, overlap or calendar")
+    shiftedFrom = serializers.DateTimeField(allow_null=True, help_text="The instant a calendar moved this one from")
     skippedCount = serializers.IntegerField(allow_null=True)
     skippedThrough = serializers.DateTimeField(allow_null=True)
     cancellationRequested = serializers.BooleanField()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
 from schedules.recurrence.cron import (
@@ -15,6 +16,15 @@ from schedules.recurrence.cron import (
     next_cron,
     normalize_cron,
     uses_hash,
+)
+from schedules.recurrence.calendars import (
+    MAX_BUSINESS_DAY,
+    POLICIES,
+    CalendarSet,
+    excluded_between,
+    next_business_day,
+    next_occurrence,
+    shifted_from,
 )
 from schedules.recurrence.errors import InvalidRecurrence, InvalidTimezone
 from schedules.recurrence.instants import EARLIEST, LATEST, UTC, InstantOutOfRange, parse_instant, renderable
@@ -43,6 +53,35 @@ class Rule:
     # no instant outside it. Set by `within`.
     active_from: datetime | None = None
     active_until: datetime | None = None
+    # business_day only: the n-th business days of each month, the local time, the calendars.
+    days: tuple[int, ...] = ()
+    at_time: time | None = None
+    business_ids: tuple[str, ...] = ()
+    # The schedule's `calendar` field (not part of the recurrence object): set by `calendared`.
+    calendar_ids: tuple[str, ...] = ()
+    calendar_policy: str | None = None
+    # The calendars' exclusions, read from the database by `bound` (schedules.calendars).
+    calendar: CalendarSet | None = None
+    business: CalendarSet | None = None
+
+    def calendared(self, calendar_ids, policy: str | None) -> Rule:
+        """This rule under the schedule's calendars and policy (none: no calendar)."""
+        ids = tuple(calendar_ids or ())
+        return replace(self, calendar_ids=ids, calendar_policy=policy if ids else None, calendar=None)
+
+    def calendar_refs(self) -> frozenset[str]:
+        """Every calendar id the rule reads (the schedule's and a business_day kind's)."""
+        return frozenset(self.calendar_ids) | frozenset(self.business_ids)
+
+    def bound(self, days_by_id: dict) -> Rule:
+        """This rule with its calendars' exclusions (``days_by_id``: id -> CalendarDays)."""
+        changes = {}
+        if self.calendar_ids:
+            changes["calendar"] = CalendarSet(tuple(days_by_id[i] for i in self.calendar_ids if i in days_by_id),
+                                              self.calendar_policy or "skip")
+        if self.kind == "business_day":
+            changes["business"] = CalendarSet(tuple(days_by_id[i] for i in self.business_ids if i in days_by_id))
+        return replace(self, **changes) if changes else self
 
     def anchored(self, default_anchor: datetime) -> Rule:
         """This rule; an interval rule without an anchor takes ``default_anchor``."""
@@ -77,6 +116,9 @@ class Rule:
             return {"kind": "once", "at": _iso_utc(self.at), "timezone": self.timezone}
         if self.kind == "rrule":
             return _rrule_dict(self)
+        if self.kind == "business_day":
+            return {"kind": "business_day", "days": list(self.days), "at": self.at_time.strftime("%H:%M:%S"),
+                    "timezone": self.timezone, "calendarIds": list(self.business_ids)}
         return {"kind": "after_completion", "delaySeconds": self.delay_seconds, "timezone": self.timezone}
 
 
@@ -91,7 +133,11 @@ _ALLOWED_KEYS = {
     "after_completion": frozenset({"kind", "delaySeconds", "timezone"}),
     "once": frozenset({"kind", "at", "timezone"}),
     "rrule": frozenset({"kind", "rrule", "dtstart", "timezone", "exdates", "rdates"}),
+    "business_day": frozenset({"kind", "days", "at", "timezone", "calendarIds"}),
 }
+MAX_CALENDARS = 10  # calendar ids one rule or schedule may name
+MAX_CALENDAR_ID_LENGTH = 40
+_LOCAL_TIME = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9]))?", re.ASCII)
 
 
 def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_required: bool = True) -> Rule:
@@ -112,7 +158,7 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
         raise InvalidRecurrence("recurrence.kind is required", "recurrence.kind")
     if not isinstance(kind, str) or kind not in _ALLOWED_KEYS:
         raise InvalidRecurrence(
-            "recurrence.kind must be one of: cron, interval, after_completion, once, rrule", "recurrence.kind"
+            "recurrence.kind must be one of: cron, interval, after_completion, once, rrule, business_day", "recurrence.kind"
         )
     for key in sorted(data):
         if key not in _ALLOWED_KEYS[kind]:
@@ -153,8 +199,65 @@ def parse_rule(data: dict, *, default_anchor: datetime | None = None, anchor_req
     if kind == "rrule":
         return Rule(kind="rrule", timezone=zone_name, rrule=parse_rrule_fields(data, zone_name))
 
+    if kind == "business_day":
+        return _parse_business_day(data, zone_name)
+
     delay = _parse_seconds(data, "delaySeconds", minimum=0)
     return Rule(kind="after_completion", timezone=zone_name, delay_seconds=delay)
+
+
+def _parse_business_day(data: dict, zone_name: str) -> Rule:
+    days = data.get("days")
+    if not isinstance(days, list) or not 1 <= len(days) <= 2 * MAX_BUSINESS_DAY:
+        raise InvalidRecurrence(f"recurrence.days must be a list of 1 to {2 * MAX_BUSINESS_DAY} day numbers",
+                                "recurrence.days")
+    for n in days:
+        if isinstance(n, bool) or not isinstance(n, int) or n == 0 or abs(n) > MAX_BUSINESS_DAY:
+            raise InvalidRecurrence(f"recurrence.days: each is a non-zero integer from -{MAX_BUSINESS_DAY} to "
+                                    f"{MAX_BUSINESS_DAY} (1: first business day, -1: last)", "recurrence.days")
+    at = data.get("at")
+    match = _LOCAL_TIME.fullmatch(at) if isinstance(at, str) else None
+    if match is None:
+        raise InvalidRecurrence("recurrence.at must be a local time HH:MM or HH:MM:SS", "recurrence.at")
+    at_time = time(int(match[1]), int(match[2]), int(match[3] or 0))
+    ids = parse_calendar_ids(data.get("calendarIds", []), "recurrence.calendarIds")
+    return Rule(kind="business_day", timezone=zone_name, days=tuple(sorted(set(days))), at_time=at_time,
+                business_ids=ids)
+
+
+def parse_calendar_ids(value: object, field: str) -> tuple[str, ...]:
+    """A list of at most MAX_CALENDARS calendar ids, each once, in the order given."""
+    if not isinstance(value, list) or len(value) > MAX_CALENDARS:
+        raise InvalidRecurrence(f"{field} must be a list of at most {MAX_CALENDARS} calendar ids", field)
+    for item in value:
+        if not isinstance(item, str) or not 1 <= len(item) <= MAX_CALENDAR_ID_LENGTH or not item.isascii() \
+                or not item.isprintable():
+            raise InvalidRecurrence(f"{field}: each is a calendar id (1 to {MAX_CALENDAR_ID_LENGTH} characters)", field)
+    return tuple(dict.fromkeys(value))
+
+
+def check_calendar_policy(rule: Rule) -> None:
+    """A shift policy looks at the instants of whole days: refused for rules firing more than
+    once a minute (400 on `calendar.policy`); `skip` takes any rule."""
+    if rule.calendar_policy in (None, "skip"):
+        return
+    if rule.kind == "after_completion":
+        raise InvalidRecurrence("calendar does not apply to an after_completion recurrence", "calendar")
+    frequent = (
+        (rule.kind == "interval" and rule.every_seconds < 60)
+        or (rule.kind == "cron" and len(compile_cron(rule.cron, rule.dialect, rule.hash_key).seconds) > 1)
+        or (rule.kind == "rrule" and ("FREQ=SECONDLY" in rule.rrule.text
+                                      or re.search(r"BYSECOND=[0-9]+,", rule.rrule.text) is not None))
+    )
+    if frequent:
+        raise InvalidRecurrence(f"calendar.policy {rule.calendar_policy} needs a rule firing at most once a minute",
+                                "calendar.policy")
+
+
+def parse_calendar_policy(value: object, field: str = "calendar.policy") -> str:
+    if not isinstance(value, str) or value not in POLICIES:
+        raise InvalidRecurrence(f"{field} must be one of: {', '.join(POLICIES)}", field)
+    return value
 
 
 def _rrule_dict(rule: Rule) -> dict:
@@ -253,6 +356,41 @@ def in_window(rule: Rule, instant: datetime) -> bool:
 
 def _next_unwindowed(rule: Rule, after: datetime) -> datetime | None:
     after = _as_utc(after)
+    if rule.calendar is None:
+        return _next_of_rule(rule, after)
+    try:
+        found = next_occurrence(lambda moment: _next_of_rule(rule, moment), rule.calendar, _zone(rule.timezone), after)
+    except OverflowError:
+        return None
+    return found if found is not None and renderable(found) else None
+
+
+def calendar_shifted_from(rule: Rule, instant: datetime) -> datetime | None:
+    """The rule instant that the schedule's calendar moved to ``instant``; None: not moved."""
+    if rule.calendar is None:
+        return None
+    try:
+        return shifted_from(lambda moment: _next_of_rule(rule, moment), rule.calendar, _zone(rule.timezone), instant)
+    except OverflowError:
+        return None
+
+
+def calendar_excluded(rule: Rule, after: datetime, until: datetime, *, limit: int,
+                      moved_too: bool = False) -> list[tuple[datetime, str]]:
+    """Rule instants in (after, until) its calendar excludes and does not move (``moved_too``:
+    moved ones too), each with the excluding calendar's id; at most ``limit``, in the window."""
+    if rule.calendar is None or rule.kind == "after_completion":
+        return []
+    try:
+        found = excluded_between(lambda moment: _next_of_rule(rule, moment), rule.calendar, _zone(rule.timezone),
+                                 _as_utc(after), _as_utc(until), limit=limit, moved_too=moved_too)
+    except OverflowError:
+        return []
+    return [(instant, calendar_id) for instant, calendar_id in found if in_window(rule, instant)]
+
+
+def _next_of_rule(rule: Rule, after: datetime) -> datetime | None:
+    """The rule's own next instant, before any calendar policy."""
     try:
         if rule.kind == "cron":
             found = next_cron(compile_cron(rule.cron, rule.dialect, rule.hash_key), _zone(rule.timezone), after)
@@ -264,6 +402,9 @@ def _next_unwindowed(rule: Rule, after: datetime) -> datetime | None:
             found = rule.at if after < rule.at else None
         elif rule.kind == "rrule":
             found = next_rrule(rule.rrule, _zone(rule.timezone), after)
+        elif rule.kind == "business_day":
+            found = next_business_day(rule.days, rule.at_time, rule.business or CalendarSet(()),
+                                      _zone(rule.timezone), after)
         else:
             raise ValueError(f"unknown recurrence kind {rule.kind!r}")
     except OverflowError:
@@ -290,6 +431,27 @@ def preview(rule: Rule, after: datetime, count: int) -> list[datetime]:
         instants.append(instant)
         cursor = instant
     return instants
+
+
+def preview_entries(rule: Rule, after: datetime, count: int, *,
+                    include_excluded: bool = False) -> list[tuple[datetime, datetime | None, str | None]]:
+    """The next ``count`` occurrences after ``after`` as (instant, the rule instant a calendar
+    moved it from or None, None); with ``include_excluded`` the excluded rule instants are
+    listed among them as (instant, None, the excluding calendar's id)."""
+    entries: list[tuple[datetime, datetime | None, str | None]] = []
+    cursor = _as_utc(after)
+    while len(entries) < count:
+        instant = next_after(rule, cursor)
+        if include_excluded:
+            until = instant if instant is not None else LATEST if cursor > LATEST - timedelta(days=366) \
+                else cursor + timedelta(days=366)
+            entries.extend((at, None, calendar_id) for at, calendar_id in
+                           calendar_excluded(rule, cursor, until, limit=count - len(entries), moved_too=True))
+        if instant is None or len(entries) >= count:
+            break
+        entries.append((instant, calendar_shifted_from(rule, instant), None))
+        cursor = instant
+    return sorted(entries, key=lambda entry: entry[0])[:count]
 
 
 def instants_between(rule: Rule, after: datetime, until: datetime, limit: int) -> list[datetime]:

@@ -100,6 +100,8 @@ BUILTIN_CANDIDATES = {"croniter": croniter_next, "dateutil": dateutil_next}
 
 def compare_next(rule: Rule, after: datetime, active: datetime | None, candidate) -> Mismatch | None:
     """The mismatch when the candidate's next instant after ``after`` is not ``active``."""
+    if rule.calendar is not None or rule.kind == "business_day":
+        return None  # candidates know no calendars: no opinion
     theirs = candidate(rule, after)
     if theirs is not NotImplemented and theirs is not None and not in_window(rule, theirs):
         theirs = None  # candidates know the rule, not the schedule's window (activeFrom/activeUntil)

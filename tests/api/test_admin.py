@@ -348,3 +348,59 @@ def test_admin_add_and_edit__strict_promise_passes_the_apis_admission(admin_clie
     cleared = admin_client.post(change_url(schedule.id), {**change_form(page), "start_deadline_seconds": ""})
     assert cleared.status_code == 302, form_errors(cleared)
     assert Schedule.objects.get(pk=schedule.id).start_deadline_seconds is None
+
+
+def test_calendar_admin__create_edit_import_through_the_services(admin_client, client, tenant):
+    from schedules.models import Calendar, CalendarRevision
+
+    response = admin_client.post("/admin/schedules/calendar/add/", {
+        "tenant": tenant.id, "name": "bank holidays", "timezone": "Europe/London",
+        "exclude_dates": "2027-12-27\n2027-12-28", "exclude_annual": "12-25, 12-26", "exclude_weekdays": "6, 7"})
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    calendar = Calendar.objects.get(name="bank holidays")
+    assert (calendar.exclude_dates, calendar.exclude_weekdays, calendar.revision) == (
+        ["2027-12-27", "2027-12-28"], [6, 7], 1)
+    bad = admin_client.post(f"/admin/schedules/calendar/{calendar.id}/change/", {
+        "name": "bank holidays", "timezone": "Europe/London", "exclude_dates": "2027-02-30",
+        "expected_revision": 1})
+    assert bad.status_code == 200 and b"not a date" in bad.content
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    ics = SimpleUploadedFile("h.ics", b"BEGIN:VCALENDAR\r\nVERSION:2.0\r\nBEGIN:VEVENT\r\nUID:1\r\n"
+                             b"DTSTART;VALUE=DATE:20270405\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n", "text/calendar")
+    edited = admin_client.post(f"/admin/schedules/calendar/{calendar.id}/change/", {
+        "name": "bank holidays", "timezone": "Europe/London", "exclude_dates": "2027-12-27",
+        "expected_revision": 1, "import_ics": ics})
+    assert edited.status_code == 302, edited.content
+    calendar.refresh_from_db()
+    assert calendar.exclude_dates == ["2027-04-05", "2027-12-27"] and calendar.revision == 3
+    assert CalendarRevision.objects.filter(calendar=calendar).count() == 3
+    assert admin_client.get("/admin/schedules/calendar/").status_code == 200
+    stale = admin_client.post(f"/admin/schedules/calendar/{calendar.id}/change/", {
+        "name": "x", "timezone": "UTC", "expected_revision": 1})
+    assert stale.status_code == 200 and b"edited meanwhile" in stale.content
+
+
+def test_admin_add__business_day_under_a_calendar_previews_then_creates(admin_client, tenant, client):
+    from schedules.models import Calendar
+
+    calendar = Calendar.objects.create(tenant=tenant, name="holidays", exclude_dates=["2030-01-31"])
+    form = add_form(tenant, recurrence_kind="business_day", days="[-1]", at_time="17:00", timezone="UTC",
+                    calendar_ids=f'["{calendar.id}"]', cron="")
+    first = admin_client.post(ADD_URL, form)
+    lines = preview_shown(first)
+    assert len(lines) == 5 and all("17:00:00" in line for line in lines)
+    second = admin_client.post(ADD_URL, change_form(first))
+    assert second.status_code == 302, form_errors(second)
+    schedule = Schedule.objects.get(name="nightly")
+    assert schedule.recurrence["kind"] == "business_day" and schedule.recurrence["calendarIds"] == [calendar.id]
+    page = admin_client.get(f"/admin/schedules/schedule/{schedule.id}/change/")
+    assert page.status_code == 200
+    shifted = admin_client.post(f"/admin/schedules/schedule/{schedule.id}/change/", {
+        **change_form(page), "recurrence_kind": "cron", "cron": "0 9 * * *",
+        "calendar": f'{{"calendarIds": ["{calendar.id}"], "policy": "shift_after"}}'})
+    assert len(preview_shown(shifted)) == 5  # the calendar change is shown before it is saved
+    saved = admin_client.post(f"/admin/schedules/schedule/{schedule.id}/change/", change_form(shifted))
+    assert saved.status_code == 302, form_errors(saved)
+    schedule.refresh_from_db()
+    assert schedule.calendar == {"calendarIds": [calendar.id], "policy": "shift_after"}

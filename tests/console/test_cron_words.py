@@ -37,3 +37,18 @@ def test_h_reads_as_the_values_the_schedule_id_fixes():
 def test_syntax_names_a_dialect_other_than_the_default():
     assert rule_syntax({"kind": "cron", "cron": "0 9 1-7 * 1", "dialect": "and"}) == "cron 0 9 1-7 * 1 (dialect and)"
     assert rule_syntax({"kind": "cron", "cron": "0 9 * * 1", "dialect": "vixie"}) == "cron 0 9 * * 1"
+
+
+def test_business_day_and_calendar_in_words():
+    from console.words import rule_in_words
+
+    names = {"cal_us": "US bank holidays"}
+    business = {"kind": "business_day", "days": [-1], "at": "17:00", "timezone": "America/New_York",
+                "calendarIds": ["cal_us"]}
+    assert rule_in_words(business, None, names) == (
+        "at 17:00 on the last business day of each month (America/New_York), except US bank holidays")
+    assert rule_in_words({**business, "days": [1, 3, -2], "calendarIds": []}) == (
+        "at 17:00 on the first, third and second-to-last business days of each month (America/New_York)")
+    cron = {"kind": "cron", "cron": "0 9 * * 1-5", "timezone": "UTC"}
+    assert rule_in_words(cron, {"calendarIds": ["cal_us", "cal_x"], "policy": "shift_before"}, names) == (
+        "at 09:00 on Mon-Fri (UTC); moved to the business day before on US bank holidays, cal_x")
