@@ -69,7 +69,7 @@ class JobProcesses:
 
     def execute(self, runs, claimed_at: float) -> list:
         """Execute runs claimed at ``claimed_at`` (monotonic, one clock for every process of
-        the host: their timeouts count from there) in an idle job process (runtime.execute_batch). An ended
+        the host) in an idle job process (runtime.execute_batch). An ended
         process's runs answer nothing: their attempts were recorded as timed out before it
         ended, else their leases end at their deadlines and the sweeper records them."""
         with self._lock:

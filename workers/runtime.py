@@ -98,7 +98,7 @@ def execute_claimed(run: Run, *, heartbeat_interval: float | None = None) -> Exe
 def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None,
                   claimed_at: float | None = None) -> list[ExecutionOutcome]:
     """Execute runs this process has just claimed (or another process of this host, at
-    monotonic ``claimed_at``: their timeouts count from the claim), one after another; every
+    monotonic ``claimed_at``: the keeper counts their leases from the claim), one after another; every
     claimed attempt's lease is kept alive from the claim until the authority has answered its
     completion. Outputs are published in groups (_Group). Outcomes in the order of ``runs``."""
     keeper = lease_keeper()
@@ -135,7 +135,6 @@ def _hold(run: Run, heartbeat_interval: float | None, claimed_at: float) -> JobC
     control = JobControl(timeout_seconds=float(timeout) if timeout else None)
     interval = heartbeat_interval if heartbeat_interval is not None else attempt.lease_seconds / 3
     keeper = lease_keeper()
-    control.start(claimed_at)  # the attempt's deadline on the authority counts from its claim too
     keeper.hold(attempt.id, run.fence, lease_seconds=attempt.lease_seconds, interval=interval, control=control,
                 claimed_at=claimed_at)
     try:

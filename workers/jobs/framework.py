@@ -72,11 +72,10 @@ class JobControl:
         self.lost_reason = ""
         self._wake = threading.Event()  # interrupts ctx.sleep() the moment either flag is set
 
-    def start(self, at: float | None = None) -> None:
-        """The timeout counts from ``at`` (monotonic; the runtime passes its claim, where the
-        authority's deadline counts from too), else from now; a deadline set stays."""
-        if self.timeout_seconds and self.deadline is None:
-            self.deadline = (time.monotonic() if at is None else at) + self.timeout_seconds
+    def start(self) -> None:
+        """The job starts now: its timeout counts from here."""
+        if self.timeout_seconds:
+            self.deadline = time.monotonic() + self.timeout_seconds
 
     def request_cancel(self) -> None:
         self.cancel_requested.set()
