@@ -48,8 +48,7 @@ def sweep_expired_leases(*, batch_size: int = 500) -> int:
             if attempt.deadline_at is not None and attempt.deadline_at <= now:
                 # Its lease ended because the job ran past its timeout (transitions.lease_until),
                 # and nobody recorded it: a worker ended hard, or whose clock lags.
-                timeout = (attempt.deadline_at - attempt.started_at).total_seconds()
-                error = f"timed out after {timeout:g}s (lease ended at the timeout)"
+                error = f"timed out after {run.payload.get('timeoutSeconds', 0):g}s (lease ended at the timeout)"
                 transition(attempt, {"state": AttemptState.RUNNING}, state=AttemptState.FAILED, finished_at=now,
                            error=error, retryable=True, reason=AttemptReason.TIMEOUT)
                 outbox += fail_or_retry(schedule, run, now, error, True)
