@@ -1,7 +1,9 @@
 """Hard timeouts with real processes: a job that never checks in (blocked in C on a silent
 socket, a pure-Python busy loop, one that swallows the interruption) is stopped at its job
-type's timeout, in a real Celery prefork worker fed by the relay through Redis and in the
-embedded dispatcher's job processes. Each attempt is recorded failed with reason timeout by
+type's timeout, in a real Celery prefork worker fed by the relay through Redis (the job on
+the pool process's main thread), the same worker claiming through its idle claims (the job on
+a thread: a blocked read is stopped by ending the process), and in the embedded dispatcher's
+job processes. Each attempt is recorded failed with reason timeout by
 the worker itself (no sweeper runs here; the test queues the due retry, as a scanner does), the retry runs and times out too, and the one slot
 is free again: a quick job queued behind the stuck one succeeds."""
 
@@ -46,11 +48,16 @@ def stuck(monkeypatch, processes, tmp_path, tenant):
     return module
 
 
-@pytest.fixture(params=["celery", "embedded"])
+@pytest.fixture(params=["celery", "celery-idle-claims", "embedded"])
 def one_slot(request, processes, stuck, redis_url):
-    """A worker with one slot of class short: a Celery worker of concurrency 1 and the relay,
-    or the embedded dispatcher with one job process."""
-    if request.param == "celery":
+    """A worker with one slot of class short: a Celery worker of concurrency 1 and the relay
+    (jobs on the pool process's main thread), the same worker with no relay (its idle claims
+    run the jobs on a thread of the pool process), or the embedded dispatcher with one job process."""
+    if request.param == "celery-idle-claims":
+        processes.env.update(REDIS_URL=redis_url, IDLE_CLAIM_SECONDS="0.3")
+        processes.celery_worker("worker", "short", concurrency=1)
+        wait_until(lambda: "ready" in processes.log("worker"), timeout=60, message="the worker to start")
+    elif request.param == "celery":
         processes.env["REDIS_URL"] = redis_url
         processes.manage("relay", "relay")
         processes.celery_worker("worker", "short", concurrency=1)
@@ -73,6 +80,8 @@ def attempts(run: Run) -> list[Attempt]:
 @pytest.mark.parametrize("job, bound", [("STUCK_IN_C", SOFT_BOUND), ("BUSY_LOOP", SOFT_BOUND),
                                         ("SWALLOWS", HARD_BOUND)])
 def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, tenant, processes, job, bound):
+    if one_slot == "celery-idle-claims" and job == "STUCK_IN_C":
+        bound = HARD_BOUND  # off the main thread no signal interrupts a blocked read: its process is ended
     stuck_run = run_of(tenant, getattr(stuck, job))
     wait_until(lambda: (stuck.gate / f"{stuck_run.id}-1").exists(), timeout=30, message="attempt 1 to start")
     quick_run = run_of(tenant, stuck.QUICK)  # waits for the one slot
@@ -95,7 +104,7 @@ def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, t
         assert attempt.lease_expires_at <= attempt.deadline_at + _grace()
     quick_run.refresh_from_db()
     assert quick_run.state == RunState.SUCCEEDED, quick_run.error
-    if job == "SWALLOWS":
+    if bound == HARD_BOUND:
         pids = {(stuck.gate / f"{stuck_run.id}-{n}").read_text() for n in (1, 2)}
         assert len(pids) == 2  # each attempt's process was ended; its slot started another
 
