@@ -14,7 +14,8 @@ class AttemptInline(admin.TabularInline):
     fk_name = "run"
     extra = 0
     can_delete = False
-    fields = ("id", "number", "fence", "state", "worker_label", "started_at", "lease_expires_at", "finished_at", "error")
+    fields = ("id", "number", "fence", "state", "reason", "worker_label", "started_at", "deadline_at", "lease_expires_at",
+              "finished_at", "error")
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):

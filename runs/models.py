@@ -257,6 +257,13 @@ class AttemptState(models.TextChoices):
     CANCELED = "canceled"
 
 
+class AttemptReason(models.TextChoices):
+    """Why an attempt ended as it did, where its state alone does not say."""
+
+    NONE = "", "none"
+    TIMEOUT = "timeout"  # failed: it ran past its job type's timeout
+
+
 class Attempt(models.Model):
     """One worker's try at a run, owning the run while its fence is current."""
 
@@ -272,9 +279,13 @@ class Attempt(models.Model):
     lease_seconds = models.PositiveIntegerField()
     started_at = models.DateTimeField()
     lease_expires_at = models.DateTimeField()
+    # started_at + the job type's timeout (authority time): no lease outlasts it by more than
+    # JOB_TIMEOUT_LEASE_GRACE_SECONDS (runs.authority.transitions.lease_until). Null: no timeout.
+    deadline_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     retryable = models.BooleanField(null=True, blank=True)
+    reason = models.CharField(max_length=8, choices=AttemptReason.choices, blank=True, default="")
 
     class Meta:
         constraints = [

@@ -104,6 +104,18 @@ def _start_idle_claims(**_):
     idle_claims.start()
 
 
+@worker_process_init.connect
+def _may_end_at_a_hard_timeout(**_):
+    """A prefork pool process is ended at a job's hard timeout; the pool starts another
+    (workers.timeouts). The solo pool's process is the worker itself: never."""
+    import billiard
+
+    from workers import timeouts
+
+    if billiard.current_process().name != "MainProcess":
+        timeouts.allow_process_exit()
+
+
 @worker_process_shutdown.connect
 @worker_shutdown.connect
 def _stop_idle_claims(**_):

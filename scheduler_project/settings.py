@@ -207,6 +207,12 @@ STATICFILES_DIRS = [BASE_DIR / "scheduler_project" / "static"]
 REDIS_URL = os.environ.get("REDIS_URL", "")
 RESOURCE_CLASSES = ("short", "long", "memory")
 MAX_LEASE_SECONDS = 3600
+# Hard timeouts (workers/timeouts.py): a job still running at its job type's timeout is
+# interrupted (an exception raised in it), and its process is ended this much later if it
+# has not returned; the attempt's lease never outlasts the timeout by more than the lease
+# grace (on database time), after which the sweeper records the timeout itself.
+JOB_HARD_TIMEOUT_GRACE_SECONDS = env_float("JOB_HARD_TIMEOUT_GRACE_SECONDS", 2.0)
+JOB_TIMEOUT_LEASE_GRACE_SECONDS = env_float("JOB_TIMEOUT_LEASE_GRACE_SECONDS", 5.0)
 # The most runs one hint may claim at once, per resource class (unnamed classes: 1). A worker
 # process executes a claimed batch one run after another and publishes the results in one
 # group commit, so batches suit classes of sub-second jobs; each process also shrinks its

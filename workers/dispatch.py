@@ -127,8 +127,15 @@ class EmbeddedDispatcher:
 
     UNKNOWN_CHECK_SECONDS = 5.0
 
-    def __init__(self, pools: dict[str, int], *, poll_interval: float = 0.2, lease_seconds: int | None = None):
+    def __init__(self, pools: dict[str, int], *, poll_interval: float = 0.2, lease_seconds: int | None = None,
+                 job_processes: bool = False):
+        """``job_processes``: execute jobs in processes of their own (workers.job_processes),
+        which a hard timeout may end; else on the pool's threads, where a job past its
+        timeout is only interrupted when it checks in (the dispatch command uses processes)."""
+        from workers.job_processes import JobProcesses
+
         self.pools = pools
+        self.processes = {rc: JobProcesses(n) for rc, n in pools.items()} if job_processes else None
         self.poll_interval = poll_interval
         self.lease_seconds = lease_seconds
         self.label = f"embedded:{socket.gethostname()}:{os.getpid()}"
@@ -161,6 +168,8 @@ class EmbeddedDispatcher:
                 self.wake.clear()
         for executor in self.executors.values():
             executor.shutdown(wait=True)
+        for processes in (self.processes or {}).values():
+            processes.stop()
 
     def dispatch_once(self) -> int:
         """Claim for every free slot, each slot a batch as big as this process takes at
@@ -180,18 +189,22 @@ class EmbeddedDispatcher:
                 self.unknown_checked_at[rc] = time.monotonic()
                 authority.pass_over(spare=free - len(runs), resource_classes=[rc], job_types=job_types,
                                     reoffer=False)
+            claimed_at = time.monotonic()
             for batch in (runs[slot::free] for slot in range(min(free, len(runs)))):
                 with self.lock:
                     self.busy[rc] += 1
-                self.executors[rc].submit(self._execute, rc, batch)
+                self.executors[rc].submit(self._execute, rc, batch, claimed_at)
             claimed += len(runs)
         return claimed
 
-    def _execute(self, rc: str, runs) -> None:
+    def _execute(self, rc: str, runs, claimed_at: float) -> None:
         from workers.runtime import execute_batch
 
         try:
-            executed = execute_batch(runs)
+            if self.processes:
+                executed = self.processes[rc].execute(runs, claimed_at)
+            else:
+                executed = execute_batch(runs, claimed_at=claimed_at)
             batching.observe(rc, len(executed), sum(done.job_seconds for done in executed))
         except Exception:
             log.exception("execution of %s crashed; the sweeper will recover them", [run.id for run in runs])

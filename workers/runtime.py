@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from runs import authority
-from runs.models import Run
+from runs.models import AttemptReason, Run
 from scheduler_project.errors import DomainError, StaleFence
 from scheduler_project.failpoints import failpoint, failpoint_enabled
 from workers.jobs.framework import (
@@ -38,6 +38,7 @@ from workers.jobs.framework import (
 )
 from workers.contexts import context_for
 from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
+from workers.timeouts import hard_limits, timeout_error
 
 log = logging.getLogger(__name__)
 
@@ -94,16 +95,19 @@ def execute_claimed(run: Run, *, heartbeat_interval: float | None = None) -> Exe
     return outcome
 
 
-def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None) -> list[ExecutionOutcome]:
-    """Execute runs this process has just claimed, one after another; every claimed
-    attempt's lease is kept alive from the claim until the authority has answered its
+def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None,
+                  claimed_at: float | None = None) -> list[ExecutionOutcome]:
+    """Execute runs this process has just claimed (or another process of this host, at
+    monotonic ``claimed_at``: the keeper counts their leases from the claim), one after another; every
+    claimed attempt's lease is kept alive from the claim until the authority has answered its
     completion. Outputs are published in groups (_Group). Outcomes in the order of ``runs``."""
     keeper = lease_keeper()
     held: list[JobContext] = []
     group = _Group(keeper)
+    claimed_at = time.monotonic() if claimed_at is None else claimed_at
     try:
         for run in runs:
-            held.append(_hold(run, heartbeat_interval))
+            held.append(_hold(run, heartbeat_interval, claimed_at))
         # Strict runs (a start promise) first; the claim's order otherwise.
         for run, ctx in sorted(zip(runs, held), key=lambda pair: not pair[0].strict):
             started = time.monotonic()
@@ -123,7 +127,7 @@ def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None) -
     return [group.outcomes[ctx.attempt_id] for ctx in held]
 
 
-def _hold(run: Run, heartbeat_interval: float | None) -> JobContext:
+def _hold(run: Run, heartbeat_interval: float | None, claimed_at: float) -> JobContext:
     """The job context of a claimed attempt, whose lease the process's keeper now keeps."""
     attempt = run.current_attempt
     payload = run.payload
@@ -132,7 +136,7 @@ def _hold(run: Run, heartbeat_interval: float | None) -> JobContext:
     interval = heartbeat_interval if heartbeat_interval is not None else attempt.lease_seconds / 3
     keeper = lease_keeper()
     keeper.hold(attempt.id, run.fence, lease_seconds=attempt.lease_seconds, interval=interval, control=control,
-                claimed_at=time.monotonic())
+                claimed_at=claimed_at)
     try:
         return context_for(run, control)
     except BaseException:
@@ -159,15 +163,18 @@ def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> JobOutput |
     attempt ended otherwise, every such path ending in one authority answer."""
     control = ctx.control
     control.start()
+    # The attempt is over at its timeout, but a later attempt may finish in time; max_attempts
+    # bounds retries. A job that never checks in is interrupted (workers.timeouts).
+    timed_out = dict(outcome="failed", retryable=True, error=timeout_error(ctx), reason=AttemptReason.TIMEOUT)
     try:
-        output = call_job(get_job(job_type), ctx)
+        with hard_limits(ctx, on_hard=lambda: _finish(_ids(ctx), control, keeper, **timed_out)):
+            output = call_job(get_job(job_type), ctx)
     except JobLost as exc:
         return "lost", None, str(exc)
     except JobCanceled:
         return _finish(_ids(ctx), control, keeper, outcome="canceled")
-    except JobTimedOut as exc:
-        # The attempt is over, but a later attempt may finish in time; max_attempts bounds retries.
-        return _finish(_ids(ctx), control, keeper, outcome="failed", retryable=True, error=str(exc))
+    except JobTimedOut:
+        return _finish(_ids(ctx), control, keeper, **timed_out)
     except TransientJobError as exc:
         return _finish(_ids(ctx), control, keeper, outcome="failed", retryable=True, error=_describe(exc))
     except Exception as exc:  # PermanentJobError, and any bug in the job itself

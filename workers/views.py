@@ -120,7 +120,8 @@ class CompleteView(WorkerAPIView):
         description=(
             "Ends the attempt as `succeeded` (with the staged object and its checksum, which becomes "
             "the run's one canonical result), `failed` (with `retryable: true` the retry policy may "
-            "start another attempt) or `canceled`. A repeat of an accepted completion answers the saved run; a "
+            "start another attempt; `reason: \"timeout\"` says the job ran past its job type's timeout) or "
+            "`canceled`. A repeat of an accepted completion answers the saved run; a "
             "different outcome or checksum is 409 `invalid_state`; a fence that is no longer current "
             "is 409 `stale_fence`."
         ),
@@ -142,6 +143,7 @@ class CompleteView(WorkerAPIView):
             checksum=body.get("checksum"),
             error=body.get("error", ""),
             retryable=body.get("retryable", False),
+            reason=body.get("reason", ""),
             worker_token=request.worker_token,
         )
         return Response(run_representation(run))

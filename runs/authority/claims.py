@@ -6,7 +6,7 @@ from django.db import transaction
 
 from schedules.models import DEFAULT_CONCURRENCY_LIMIT, Schedule
 from runs.authority import claim_sql
-from runs.authority.transitions import clamp_lease, lease_until
+from runs.authority.transitions import attempt_deadline, clamp_lease, lease_until
 from runs import metrics
 from runs.authority.reserve import Reserve
 from runs.authority.sql import bulk_set
@@ -207,6 +207,7 @@ def _start_attempt(run: Run, now, worker_token, worker_label: str, lease_seconds
     seconds = clamp_lease(lease_seconds or run.payload.get("leaseSeconds", 30))
     run.fence += 1
     run.attempt_count += 1
+    deadline = attempt_deadline(now, run.payload)
     attempt = Attempt(
         run=run,
         number=run.attempt_count,
@@ -215,7 +216,8 @@ def _start_attempt(run: Run, now, worker_token, worker_label: str, lease_seconds
         worker_token=worker_token,
         lease_seconds=seconds,
         started_at=now,
-        lease_expires_at=lease_until(now, seconds),
+        deadline_at=deadline,
+        lease_expires_at=lease_until(now, seconds, deadline),
     )
     run.state = RunState.RUNNING
     run.pending_reason = PendingReason.NONE

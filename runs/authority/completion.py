@@ -14,6 +14,7 @@ from runs import metrics
 from scheduler_project.clock import authority_now
 from runs.models import (
     Attempt,
+    AttemptReason,
     AttemptState,
     ObjectState,
     Outbox,
@@ -42,10 +43,15 @@ def complete(
     checksum: str | None = None,
     error: str = "",
     retryable: bool = False,
+    reason: str = "",
     worker_token=None,
 ) -> Run:
+    """``reason`` (a failed outcome only): AttemptReason, "timeout" for a job that ran past
+    its job type's timeout."""
     if outcome not in OUTCOMES:
         raise InvalidRequest(f"outcome must be one of {', '.join(OUTCOMES)}", field="outcome")
+    if reason not in AttemptReason.values or (reason and outcome != "failed"):
+        raise InvalidRequest("reason must be \"timeout\" on a failed outcome, or absent", field="reason")
     with metrics.counting_stale("complete"), transaction.atomic(durable=True):
         schedule, run = lock_schedule_then_run(run_id)
         now = authority_now()
@@ -65,8 +71,8 @@ def complete(
             _end_attempt(attempt, AttemptState.CANCELED, now)
             outbox += finish_run(schedule, run, RunState.CANCELED, now, cancellation_accepted=True)
         else:
-            _end_attempt(attempt, AttemptState.FAILED, now, error=error, retryable=retryable)
-            outbox += _fail_or_retry(schedule, run, now, error, retryable)
+            _end_attempt(attempt, AttemptState.FAILED, now, error=error, retryable=retryable, reason=reason)
+            outbox += fail_or_retry(schedule, run, now, error, retryable)
         Outbox.objects.bulk_create(outbox)
         execution = (now - attempt.started_at).total_seconds()
     metrics.EXECUTION.labels(run.resource_class, outcome).observe(execution)
@@ -88,10 +94,10 @@ def _repeat(run: Run, attempt: Attempt, fence: int, outcome: str, checksum: str 
     raise InvalidState(f"this attempt already completed as {attempt.state}")
 
 
-def _end_attempt(attempt: Attempt, state: str, now, *, error: str = "", retryable=None) -> None:
+def _end_attempt(attempt: Attempt, state: str, now, *, error: str = "", retryable=None, reason: str = "") -> None:
     transition(
         attempt, {"state": AttemptState.RUNNING},
-        state=state, finished_at=now, error=error[:10000], retryable=retryable,
+        state=state, finished_at=now, error=error[:10000], retryable=retryable, reason=reason,
     )
 
 
@@ -136,7 +142,9 @@ def effect_intents(run_id: str, effects: dict | None, result: StoredObject, now)
     ]
 
 
-def _fail_or_retry(schedule, run, now, error, retryable) -> list[Outbox]:
+def fail_or_retry(schedule, run, now, error, retryable) -> list[Outbox]:
+    """The run after a failed attempt: pending behind its retry delay while a retryable
+    failure has attempts left, else finished (canceled when cancellation was requested)."""
     if retryable and run.attempt_count < run.max_attempts and not run.cancellation_requested:
         retry = run.payload.get("retry") or {}
         delay = retry_delay_seconds(

@@ -57,7 +57,7 @@ def heartbeat_many(held: list[tuple[str, int]]) -> dict[str, bool]:
 def _extend(run: Run, attempt_id: str, fence: int, worker_token=None) -> None:
     now = authority_now()
     attempt = current_attempt(run, attempt_id, fence, now, worker_token=worker_token, operation="heartbeat")
-    until = lease_until(now, attempt.lease_seconds)
+    until = lease_until(now, attempt.lease_seconds, attempt.deadline_at)
     transition(run, {"state": RunState.RUNNING, "fence": fence}, lease_expires_at=until)
     transition(attempt, {"state": AttemptState.RUNNING}, lease_expires_at=until)
 

@@ -8,6 +8,7 @@ per column on PostgreSQL and a VALUES list on SQLite, which takes no row locks (
 writer at a time). Callers hold the locks each statement's docstring names.
 """
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import BooleanField, F, Q
 from django.db.models.expressions import RawSQL
@@ -119,14 +120,17 @@ def notify_outbox() -> None:
 def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
     """Extend, in one statement, the lease of every ``(attempt id, fence)`` in ``held`` whose
     attempt still owns its run (running, current, same fence, lease not yet passed), each by
-    its own lease length from database time. Returns ``{attempt id: cancellation requested}``
-    for those; an attempt missing from the answer has lost its run. PostgreSQL only: the
-    embedded SQLite extends one lease at a time (ownership.heartbeat_many)."""
+    its own lease length from database time, never past its deadline by more than the
+    timeout grace (transitions.lease_until; LEAST ignores a null deadline). Returns
+    ``{attempt id: cancellation requested}`` for those; an attempt missing from the answer
+    has lost its run. PostgreSQL only: the embedded SQLite extends one lease at a time
+    (ownership.heartbeat_many)."""
     run_table, attempt_table = Run._meta.db_table, Attempt._meta.db_table
     sql = (
         f"WITH extended AS ("
         f"  UPDATE {run_table} AS r"
-        f"  SET lease_expires_at = clock_timestamp() + a.lease_seconds * interval '1 second'"
+        f"  SET lease_expires_at = LEAST(clock_timestamp() + a.lease_seconds * interval '1 second',"
+        f"   a.deadline_at + %s * interval '1 second')"
         f"  FROM unnest(%s::varchar[], %s::bigint[]) AS h(attempt_id, fence), {attempt_table} AS a"
         f"  WHERE a.id = h.attempt_id AND r.id = a.run_id AND {owns_sql('r', 'a', 'h.fence')}"
         f"  RETURNING a.id AS attempt_id, r.lease_expires_at, r.cancellation_requested"
@@ -135,7 +139,8 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
         f" RETURNING a.id, e.cancellation_requested"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [pg_array(a for a, _ in held), pg_array(f for _, f in held)])
+        cursor.execute(sql, [settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS, pg_array(a for a, _ in held),
+                             pg_array(f for _, f in held)])
         return dict(cursor.fetchall())
 
 

@@ -6,15 +6,18 @@ from django.db.models import Q
 from schedules.models import Schedule
 from runs import metrics
 from runs.authority.claim_sql import checked_q
+from runs.authority.completion import fail_or_retry
 from runs.authority.sql import transition
 from runs.authority.transitions import dispatch_intent, finish_run
 from scheduler_project.clock import authority_now
-from runs.models import AttemptState, Outbox, Run, RunState
+from runs.models import AttemptReason, AttemptState, Outbox, Run, RunState
 
 
 def sweep_expired_leases(*, batch_size: int = 500) -> int:
     """Expire passed leases: the run is re-queued with a fresh dispatch intent, or ends if
-    its attempts are used up or cancellation was requested. Returns runs swept."""
+    its attempts are used up or cancellation was requested. A lease that passed at its
+    attempt's deadline is a timeout: the attempt failed (reason timeout), retried with the
+    run's backoff. Returns runs swept."""
     with transaction.atomic(durable=True):
         now = authority_now()
         expired = list(
@@ -42,11 +45,19 @@ def sweep_expired_leases(*, batch_size: int = 500) -> int:
         for run in runs:
             if run.lease_expires_at > now:
                 continue
+            attempt, schedule = run.current_attempt, schedules[run.schedule_id]
+            if attempt.deadline_at is not None and attempt.deadline_at <= now:
+                # Its lease ended because the job ran past its timeout (transitions.lease_until),
+                # and nobody recorded it: a worker ended hard, or whose clock lags.
+                error = f"timed out after {run.payload.get('timeoutSeconds', 0):g}s (lease ended at the timeout)"
+                transition(attempt, {"state": AttemptState.RUNNING}, state=AttemptState.FAILED, finished_at=now,
+                           error=error, retryable=True, reason=AttemptReason.TIMEOUT)
+                outbox += fail_or_retry(schedule, run, now, error, True)
+                continue
             transition(
-                run.current_attempt, {"state": AttemptState.RUNNING},
+                attempt, {"state": AttemptState.RUNNING},
                 state=AttemptState.EXPIRED, finished_at=now, error="lease expired",
             )
-            schedule = schedules[run.schedule_id]
             if run.cancellation_requested:
                 outbox += finish_run(schedule, run, RunState.CANCELED, now, cancellation_accepted=True)
             elif run.attempt_count >= run.max_attempts:

@@ -180,6 +180,7 @@ def attempt_representation(attempt, replay: dict | None = None) -> dict:
         "startedAt": instant(attempt.started_at),
         "finishedAt": instant(attempt.finished_at),
         "error": attempt.error or None,
+        "reason": attempt.reason or None,
         "replay": None if replay is None else {"at": replay["at"], "actor": replay["actor"], "note": replay["note"]},
     }
 

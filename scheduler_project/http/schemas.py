@@ -257,6 +257,8 @@ class AttemptSerializer(serializers.Serializer):
     startedAt = serializers.DateTimeField()
     finishedAt = serializers.DateTimeField(allow_null=True)
     error = serializers.CharField(allow_null=True)
+    reason = serializers.ChoiceField(choices=["timeout"], allow_null=True,
+                                     help_text="timeout: the attempt failed because it ran past its job type's timeout")
     replay = AttemptReplaySerializer(allow_null=True, help_text="The replay this attempt is the first of, else null")
 
 
@@ -373,6 +375,7 @@ class CompleteSerializer(HeartbeatSerializer):
     checksum = ChecksumField(required=False, allow_null=True)
     error = StrictCharField(required=False, allow_blank=True, max_length=10000)
     retryable = StrictBooleanField(required=False)
+    reason = StrictChoiceField(choices=["timeout"], required=False)
 
     def validate(self, attrs):
         outcome = attrs["outcome"]
@@ -385,8 +388,11 @@ class CompleteSerializer(HeartbeatSerializer):
             for name in ("object", "checksum"):
                 if attrs.get(name) is not None:
                     raise serializers.ValidationError({name: ["only allowed when outcome is succeeded"]})
-            if outcome != "failed" and "retryable" in attrs:
-                raise serializers.ValidationError({"retryable": ["only allowed when outcome is failed"]})
+            for name in ("retryable", "reason"):
+                if outcome != "failed" and name in attrs:
+                    raise serializers.ValidationError({name: ["only allowed when outcome is failed"]})
+        if outcome == "succeeded" and "reason" in attrs:
+            raise serializers.ValidationError({"reason": ["only allowed when outcome is failed"]})
         return attrs
 
 

@@ -6,7 +6,8 @@ output as bytes, a file or a ``JobOutput``, or streams it through ``ctx.output()
 (workers.jobs.output). It must be deterministic for one run (same params, same scheduled
 instant → same bytes), so a retried upload of the same attempt has the same checksum. It
 calls ``ctx.checkpoint()`` between stages and sleeps only through ``ctx.sleep()``, which is
-where cancellation, lost ownership and the timeout reach it.
+where cancellation and lost ownership reach it; the timeout reaches any job, checking in or
+not (workers.timeouts).
 
 Job authors import from ``workers.jobs``; the runtime uses ``JobControl``, the
 ``JobInterrupted`` family and ``get_job``; the catalog sync (workers.jobs.catalog) reads

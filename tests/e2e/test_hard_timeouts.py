@@ -1,0 +1,115 @@
+"""Hard timeouts with real processes: a job that never checks in (blocked in C on a silent
+socket, a pure-Python busy loop, one that swallows the interruption) is stopped at its job
+type's timeout, in a real Celery prefork worker fed by the relay through Redis (the job on
+the pool process's main thread), the same worker claiming through its idle claims (the job on
+a thread: a blocked read is stopped by ending the process), and in the embedded dispatcher's
+job processes. Each attempt is recorded failed with reason timeout by
+the worker itself (no sweeper runs here; the test queues the due retry, as a scanner does), the retry runs and times out too, and the one slot
+is free again: a quick job queued behind the stuck one succeeds."""
+
+import io
+import sys
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from runs import authority
+from runs.models import Attempt, Run, RunState
+from schedules.models import JobType
+from tests.authority_steps import create_schedule
+from tests.child_env import database_url_of_test_db
+from tests.e2e.processes import wait_until
+from workers.jobs import framework
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+MODULE = "tests.stuck_jobs"
+SOFT_BOUND = 1.5  # the interruption, and recording the failure, after the timeout
+HARD_BOUND = settings.JOB_HARD_TIMEOUT_GRACE_SECONDS + 1.5  # ending the process, after the timeout
+
+
+@pytest.fixture
+def stuck(monkeypatch, processes, tmp_path, tenant):
+    monkeypatch.setattr(framework, "JOBS", dict(framework.JOBS))
+    monkeypatch.delitem(sys.modules, MODULE, raising=False)
+    module = __import__(MODULE, fromlist=["_"])
+    call_command("sync_job_types", stdout=io.StringIO())
+    tenant.allowed_job_types.add(*JobType.objects.filter(name__startswith="timeouts."))
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    processes.env.pop("REDIS_URL", None)
+    processes.env.update({
+        "DATABASE_URL": database_url_of_test_db(), "OBJECT_STORE_URL": f"file://{tmp_path}/objects",
+        "SCHEDULER_JOB_MODULES": MODULE, "JOB_GATE": str(gate), "SECRET_KEY": "hard-timeouts-test-key",
+        "IDLE_CLAIM_SECONDS": "0",  # every run through a hint, executed on the pool process's main thread
+    })
+    module.gate = gate
+    return module
+
+
+@pytest.fixture(params=["celery", "celery-idle-claims", "embedded"])
+def one_slot(request, processes, stuck, redis_url):
+    """A worker with one slot of class short: a Celery worker of concurrency 1 and the relay
+    (jobs on the pool process's main thread), the same worker with no relay (its idle claims
+    run the jobs on a thread of the pool process), or the embedded dispatcher with one job process."""
+    if request.param == "celery-idle-claims":
+        processes.env.update(REDIS_URL=redis_url, IDLE_CLAIM_SECONDS="0.3")
+        processes.celery_worker("worker", "short", concurrency=1)
+        wait_until(lambda: "ready" in processes.log("worker"), timeout=60, message="the worker to start")
+    elif request.param == "celery":
+        processes.env["REDIS_URL"] = redis_url
+        processes.manage("relay", "relay")
+        processes.celery_worker("worker", "short", concurrency=1)
+        wait_until(lambda: "ready" in processes.log("worker"), timeout=60, message="the worker to start")
+    else:
+        processes.manage("worker", "dispatch", "--pools", "short=1", "--poll-interval", "0.05")
+        wait_until(lambda: "dispatch: pools" in processes.log("worker"), timeout=60, message="the dispatcher")
+    return request.param
+
+
+def run_of(tenant, job_type: str) -> Run:
+    schedule = create_schedule(tenant, name=job_type, job_type=job_type, params={})
+    return authority.run_once(tenant=tenant, schedule_id=schedule.id)[0]
+
+
+def attempts(run: Run) -> list[Attempt]:
+    return list(Attempt.objects.filter(run=run).order_by("number"))
+
+
+@pytest.mark.parametrize("job, bound", [("STUCK_IN_C", SOFT_BOUND), ("BUSY_LOOP", SOFT_BOUND),
+                                        ("SWALLOWS", HARD_BOUND)])
+def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, tenant, processes, job, bound):
+    if one_slot == "celery-idle-claims" and job == "STUCK_IN_C":
+        bound = HARD_BOUND  # off the main thread no signal interrupts a blocked read: its process is ended
+    stuck_run = run_of(tenant, getattr(stuck, job))
+    wait_until(lambda: (stuck.gate / f"{stuck_run.id}-1").exists(), timeout=30, message="attempt 1 to start")
+    quick_run = run_of(tenant, stuck.QUICK)  # waits for the one slot
+
+    def finished():
+        authority.promote_due_runs()  # the scanner's part: the retry, due after its delay, is queued
+        return Run.objects.filter(id__in=[stuck_run.id, quick_run.id], finished_at__isnull=False).count() == 2
+
+    wait_until(finished, timeout=2 * (stuck.TIMEOUT + bound) + 10, interval=0.1,
+               message=f"both runs to finish ({processes.log('worker')[-3000:]})")
+
+    stuck_run.refresh_from_db()
+    assert (stuck_run.state, stuck_run.attempt_count) == (RunState.FAILED, 2), stuck_run.error
+    for attempt in attempts(stuck_run):  # the first failed and was retried, the retry failed too
+        assert (attempt.state, attempt.reason, attempt.retryable) == ("failed", "timeout", True), attempt.error
+        assert attempt.error.startswith(f"timed out after {stuck.TIMEOUT}s")
+        took = (attempt.finished_at - attempt.started_at).total_seconds()
+        assert stuck.TIMEOUT <= took <= stuck.TIMEOUT + bound, took
+        # The lease was released with the failure, not left to run out.
+        assert attempt.lease_expires_at <= attempt.deadline_at + _grace()
+    quick_run.refresh_from_db()
+    assert quick_run.state == RunState.SUCCEEDED, quick_run.error
+    if bound == HARD_BOUND:
+        pids = {(stuck.gate / f"{stuck_run.id}-{n}").read_text() for n in (1, 2)}
+        assert len(pids) == 2  # each attempt's process was ended; its slot started another
+
+
+def _grace():
+    from datetime import timedelta
+
+    return timedelta(seconds=settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS)
