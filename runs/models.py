@@ -285,7 +285,7 @@ class Attempt(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     retryable = models.BooleanField(null=True, blank=True)
-    reason = models.CharField(max_length=8, choices=AttemptReason.choices, blank=True, default="")
+    reason = models.CharField(max_length=8, choices=AttemptReason.choices, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [

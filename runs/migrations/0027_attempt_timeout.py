@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='attempt',
             name='reason',
-            field=models.CharField(blank=True, choices=[('', 'none'), ('timeout', 'Timeout')], default='', max_length=8),
+            field=models.CharField(blank=True, choices=[('', 'none'), ('timeout', 'Timeout')], default='', db_default='', max_length=8),
         ),
     ]
