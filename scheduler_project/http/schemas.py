@@ -295,6 +295,7 @@ class RunSerializer(serializers.Serializer):
     startedAt = serializers.DateTimeField(allow_null=True)
     finishedAt = serializers.DateTimeField(allow_null=True)
     skipReason = serializers.CharField(allow_null=True)
+    note = serializers.CharField(allow_null=True, help_text="The note of the instant's directive (occurrence directives)")
     skippedCount = serializers.IntegerField(allow_null=True)
     skippedThrough = serializers.DateTimeField(allow_null=True)
     cancellationRequested = serializers.BooleanField()
