@@ -157,3 +157,23 @@ def test_directive__at_most_max_directives_per_schedule(client):
     assert (response.status_code, _code(response)) == (429, "quota_exceeded")
     # Replacing one already there is no new directive.
     assert _put(client, sid, instant(first + timedelta(hours=1)), {"action": "skip"}).status_code == 200
+
+
+def test_retention__deletes_directives_of_past_instants_the_scanner_is_behind(client):
+    from runs.retention import cleanup_pass
+
+    now = authority_now().replace(microsecond=0)
+    behind, late = (_hourly_from(client, now + timedelta(hours=1), name=n)["scheduleId"] for n in ("a", "b"))
+    future = now + timedelta(hours=1)
+    for sid in (behind, late):
+        schedule = Schedule.objects.get(id=sid)
+        OccurrenceDirective.objects.bulk_create([
+            OccurrenceDirective(schedule=schedule, tenant_id=schedule.tenant_id, instant=at, action="skip",
+                                created_at=now, actor_kind="api", actor="acme")
+            for at in (now - timedelta(hours=1), future)])
+    # `late`: the scanner has not materialized its past instant yet; its directive must stay.
+    Schedule.objects.filter(id=late).update(next_run_at=now - timedelta(hours=1))
+
+    assert cleanup_pass().directives_deleted == 1
+    left = set(OccurrenceDirective.objects.values_list("schedule_id", "instant"))
+    assert left == {(behind, future), (late, now - timedelta(hours=1)), (late, future)}
