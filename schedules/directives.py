@@ -135,11 +135,15 @@ def occurrences_between(schedule: Schedule, start: datetime, end: datetime, limi
 
 def orphaned_directives(schedule: Schedule) -> list[Occurrence]:
     """Directives an edit left without an instant of the rule, by instant."""
+    return orphaned_occurrences(
+        schedule, OccurrenceDirective.objects.filter(schedule=schedule, orphaned_at__isnull=False).order_by("instant"))
+
+
+def orphaned_occurrences(schedule: Schedule, directives) -> list[Occurrence]:
+    """The occurrences of orphaned ``directives``, on the wall clock of the schedule's rule."""
     rule = schedule_rule(schedule)
     zone = rule.timezone if rule is not None else "UTC"
-    return [Occurrence(d.instant, recurrence.render_local(zone, d.instant), d)
-            for d in OccurrenceDirective.objects.filter(schedule=schedule, orphaned_at__isnull=False)
-            .order_by("instant")]
+    return [Occurrence(d.instant, recurrence.render_local(zone, d.instant), d) for d in directives]
 
 
 def reconcile_directives(schedule: Schedule, now: datetime) -> list[OccurrenceDirective]:

@@ -282,6 +282,9 @@ class ScheduleRevision(models.Model):
     payload = models.JSONField()
     author_kind = models.CharField(max_length=9, choices=AuthorKind.choices, default=AuthorKind.API)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The edit's effect on the next 30 days' instants, {"added": [...], "removed": [...]}
+    # (schedules.directives.instants_diff); null for revision 1 and revisions stored before.
+    instants_diff = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [

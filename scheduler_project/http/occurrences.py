@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from schedules import recurrence
 from schedules.directives import (
     HORIZON, MAX_OCCURRENCES, directive_delete, directive_put, occurrences_between, orphaned_directives,
+    orphaned_occurrences,
 )
 from schedules.models import MAX_DIRECTIVE_NOTE_LENGTH, DirectiveAction
 from schedules.selectors import schedule_get
@@ -17,6 +18,7 @@ from scheduler_project.clock import authority_now, instant
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body
+from scheduler_project.http.representations import schedule_detail_representation
 from scheduler_project.http.schedule_requests import OneLineField
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import StrictChoiceField, StrictSerializer, lookup_id, validate_body
@@ -47,6 +49,17 @@ def occurrence_representation(occurrence) -> dict:
         body["orphanedAt"] = instant(occurrence.directive.orphaned_at)
     else:
         body["runId"], body["state"] = occurrence.run_id, occurrence.state
+    return body
+
+
+def edit_representation(edit) -> dict:
+    """A PATCH's answer: the schedule as stored (or, a dry run, as it would be), the edit's
+    instantsDiff and the directives it orphaned."""
+    body = schedule_detail_representation(edit.schedule)
+    body["instantsDiff"] = edit.instants_diff
+    body["orphanedDirectives"] = [occurrence_representation(o) for o in orphaned_occurrences(edit.schedule, edit.orphaned)]
+    if not edit.stored:
+        body["dryRun"] = True
     return body
 
 

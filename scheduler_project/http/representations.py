@@ -94,6 +94,7 @@ def revision_representation(revision) -> dict:
         "concurrencyKey": payload.get("concurrencyKey") or None,
         "labels": payload.get("labels") or {},
         "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
+        "instantsDiff": revision.instants_diff,
     }
 
 

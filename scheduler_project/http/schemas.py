@@ -164,6 +164,8 @@ class RevisionSerializer(RevisedFieldsSerializer):
     revision = serializers.IntegerField()
     createdAt = serializers.DateTimeField()
     authorKind = serializers.ChoiceField(choices=AuthorKind.values, help_text="api: a tenant request; admin: an operator")
+    instantsDiff = serializers.JSONField(allow_null=True, help_text="The edit's added and removed instants over the "
+                                                                    "next 30 days; null for revision 1")
 
 
 class RevisionListSerializer(serializers.Serializer):

@@ -177,3 +177,66 @@ def test_retention__deletes_directives_of_past_instants_the_scanner_is_behind(cl
     assert cleanup_pass().directives_deleted == 1
     left = set(OccurrenceDirective.objects.values_list("schedule_id", "instant"))
     assert left == {(behind, future), (late, now - timedelta(hours=1)), (late, future)}
+
+
+# --- Edits: directives survive, dry runs, the revision's diff -------------------------------
+
+DAILY_NINE = {"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"}
+
+
+def _patch(client, sid, body):
+    return client.patch(f"/api/v1/schedules/{sid}", body, format="json")
+
+
+def test_edit__keeps_directives_the_new_rule_produces__orphans_the_others(client):
+    sid = create_schedule(client, recurrence=DAILY_NINE)["scheduleId"]
+    page = client.get(f"/api/v1/schedules/{sid}/occurrences?limit=3").json()["results"]
+    first, second = page[1]["at"], page[2]["at"]
+    assert _put(client, sid, first, {"action": "skip", "note": "holiday"}).status_code == 200
+    assert _put(client, sid, second, {"action": "hold"}).status_code == 200
+
+    # 09:00 UTC every day, then 09:00 UTC on the same days spelled in another zone and
+    # dialect: every instant kept.
+    same = {"kind": "cron", "cron": "0 10 * * *", "timezone": "Africa/Lagos", "dialect": "and"}
+    body = _patch(client, sid, {"expectedRevision": 1, "recurrence": same}).json()
+    assert body["orphanedDirectives"] == [] and body["instantsDiff"] == {"added": [], "removed": []}
+
+    # 09:00 Lagos time is 08:00 UTC: both directives lose their instant.
+    moved = {"kind": "cron", "cron": "0 9 * * *", "timezone": "Africa/Lagos"}
+    body = _patch(client, sid, {"expectedRevision": 2, "recurrence": moved}).json()
+    assert [o["at"] for o in body["orphanedDirectives"]] == [first, second]
+    assert body["orphanedDirectives"][0]["directive"]["note"] == "holiday"
+    assert first in body["instantsDiff"]["removed"] and body["instantsDiff"]["added"]
+    orphaned = client.get(f"/api/v1/schedules/{sid}/occurrences?orphaned=true").json()["results"]
+    assert [o["at"] for o in orphaned] == [first, second] and orphaned[0]["orphanedAt"]
+    assert all(o["directive"] is None for o in client.get(f"/api/v1/schedules/{sid}/occurrences").json()["results"])
+
+    # Back to 09:00 UTC: adopted again; an orphaned directive can be removed any time.
+    body = _patch(client, sid, {"expectedRevision": 3, "recurrence": DAILY_NINE}).json()
+    assert body["orphanedDirectives"] == []
+    assert client.get(f"/api/v1/schedules/{sid}/occurrences?orphaned=true").json()["results"] == []
+    revisions = client.get(f"/api/v1/schedules/{sid}/revisions").json()["results"]
+    assert [r["revision"] for r in revisions] == [4, 3, 2, 1]
+    assert revisions[1]["instantsDiff"]["removed"][0] == page[0]["at"] and revisions[-1]["instantsDiff"] is None
+
+
+def test_edit__dry_run__answers_the_would_be_schedule_and_diff__stores_nothing(client):
+    sid = create_schedule(client, recurrence=DAILY_NINE)["scheduleId"]
+    at = client.get(f"/api/v1/schedules/{sid}/occurrences?limit=1").json()["results"][0]["at"]
+    assert _put(client, sid, at, {"action": "note", "note": "n"}).status_code == 200
+    audit_before = AuditEntry.objects.count()
+    hourly = {"kind": "cron", "cron": "30 9 * * *", "timezone": "UTC"}
+
+    response = _patch(client, sid, {"expectedRevision": 1, "recurrence": hourly, "name": "new", "dryRun": True})
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["revision"], body["name"], body["dryRun"]) == (2, "new", True)
+    assert len(body["instantsDiff"]["added"]) == len(body["instantsDiff"]["removed"]) == 30
+    assert [o["at"] for o in body["orphanedDirectives"]] == [at]
+    stored = client.get(f"/api/v1/schedules/{sid}").json()
+    assert (stored["revision"], stored["name"]) == (1, "sales-report")
+    assert AuditEntry.objects.count() == audit_before
+    assert client.get(f"/api/v1/schedules/{sid}/occurrences?orphaned=true").json()["results"] == []
+    assert _code(_patch(client, sid, {"expectedRevision": 1, "dryRun": "yes"})) == "invalid_request"
+    assert _code(_patch(client, sid, {"expectedRevision": 5, "dryRun": True})) == "revision_conflict"
