@@ -367,3 +367,13 @@ def test_admin_edit__a_changed_rule_shows_the_edits_diff_and_orphaned_directives
     schedule = Schedule.objects.get(pk=schedule_id)
     assert schedule.revision == 1 and schedule.recurrence["cron"] == "0 9 * * *"
     assert not schedule.directives.filter(orphaned_at__isnull=False).exists()
+
+
+def test_admin_change_page__lists_coming_occurrences_with_their_directives(admin_client, client):
+    schedule_id = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})["scheduleId"]
+    at = client.get(f"/api/v1/schedules/{schedule_id}/occurrences?limit=1").json()["results"][0]["at"]
+    client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{at}", {"action": "hold", "note": "audit first"},
+               format="json")
+    page = admin_client.get(change_url(schedule_id)).content.decode()
+    assert "Coming occurrences and their directives" in page
+    assert "hold: audit first (by acme)" in page and f"/console/schedules/{schedule_id}/" in page
