@@ -60,6 +60,18 @@ def test_schedule_page__skip_hold_note_remove_and_release_through_the_services(t
         AuditEntry.objects.filter(schedule=schedule).values_list("action", flat=True))
 
 
+def test_schedule_page__each_revision_shows_its_edits_diff(tenant, staff_client):
+    from schedules.services import schedule_update
+    from schedules.specs import ScheduleSpec
+    from schedules import recurrence
+
+    schedule = _hourly(tenant, authority_now() + timedelta(hours=1))
+    rule = recurrence.parse_rule({"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})
+    schedule_update(tenant=tenant, schedule_id=schedule.id, expected_revision=1, changes=ScheduleSpec(recurrence=rule))
+    page = staff_client.get(f"/console/schedules/{schedule.id}/").content.decode()
+    assert '<td class="diff">+30 −200</td>' in page
+
+
 def test_directive_posts__need_staff_a_post_and_a_csrf_token(tenant, staff_client):
     schedule = _hourly(tenant, authority_now() + timedelta(hours=1))
     at = instant(schedule.next_run_at)
