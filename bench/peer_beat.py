@@ -1,7 +1,7 @@
 """Peer benchmark: celery beat (django-celery-beat DatabaseScheduler) vs scanner + relay.
 
     .venv/bin/python bench/peer_beat.py [--n 1000 10000 50000] [--mode both|beat|ours] [--duplicates]
-                                        [--repeat 1] [--cap 240]
+                                        [--repeat 1] [--cap 240] [--directives 10]
 
 The same workload for both systems: N cron schedules all due in the same minute, each
 dispatching one no-op message to a Redis-backed Celery queue.
@@ -11,6 +11,10 @@ dispatching one no-op message to a Redis-backed Celery queue.
         ``celery beat -S django_celery_beat.schedulers:DatabaseScheduler`` process.
   ours: N schedules (cron ``M H * * *``, overlapPolicy allow, demo.sleep seconds=0);
         ``manage.py scan`` + ``manage.py relay`` processes; hints land on queue ``short``.
+
+--directives P gives P % of our schedules (every 100/P-th) a `note` directive on the due
+instant (occurrence directives: read by the wave's materializing transaction); a note
+changes no outcome, so the expected messages stay N.
 
 Nothing consumes the queues except this script: a thread pops the raw messages from the
 Redis list and timestamps each arrival. Lateness = arrival at the broker - due instant.
@@ -115,7 +119,7 @@ def create_beat_tasks(n: int, due: datetime) -> None:
     PeriodicTasks.update_changed()
 
 
-def create_our_schedules(n: int, due: datetime) -> None:
+def create_our_schedules(n: int, due: datetime, directives: float = 0) -> None:
     from schedules.services import schedule_create
     from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.tenants import tenant_create
@@ -128,6 +132,25 @@ def create_our_schedules(n: int, due: datetime) -> None:
     template.refresh_from_db()
     assert template.next_run_at == due, (template.next_run_at, due)
     clone_schedule(template, n - 1, due)
+    if directives:
+        add_directives(tenant, due, directives)
+
+
+def add_directives(tenant, due: datetime, percent: float) -> None:
+    """A note directive on ``due`` for every (100 / percent)-th schedule, written as the
+    service writes one (the schedule's directive_seq moved on)."""
+    from django.db.models import F
+    from schedules.models import AuditAction, AuthorKind, OccurrenceDirective, Schedule
+
+    ids = list(Schedule.objects.filter(tenant=tenant).order_by("id").values_list("id", flat=True))
+    step = max(1, round(100 / percent))
+    chosen = ids[::step]
+    OccurrenceDirective.objects.bulk_create([
+        OccurrenceDirective(schedule_id=sid, tenant=tenant, instant=due, action=AuditAction.NOTE, note="bench",
+                            created_at=datetime.now(timezone.utc), actor_kind=AuthorKind.API, actor="peer")
+        for sid in chosen], batch_size=5000)
+    Schedule.objects.filter(id__in=chosen).update(directive_seq=F("directive_seq") + 1)
+    print(f"  {len(chosen):,} of {len(ids):,} schedules carry a directive on the due instant", flush=True)
 
 
 # --- measurement -------------------------------------------------------------------------
@@ -270,7 +293,10 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
     reset()
     lead = args.lead if args.lead is not None else 35 + n * 0.0015
     due = next_due(lead)
-    (create_beat_tasks if system == "beat" else create_our_schedules)(n, due)
+    if system == "beat":
+        create_beat_tasks(n, due)
+    else:
+        create_our_schedules(n, due, args.directives)
     setup_seconds = time.monotonic() - run_started
     connection.close()
 
@@ -444,6 +470,8 @@ def main():
     parser.add_argument("--grace", type=float, default=3.0,
                         help="seconds to keep listening after the expected messages arrived (catches duplicates)")
     parser.add_argument("--repeat", type=int, default=1, help="measurements per N and system (medians reported)")
+    parser.add_argument("--directives", type=float, default=0,
+                        help="percent of our schedules with a note directive on the due instant (e.g. 10)")
     args = parser.parse_args()
 
     var_dir = Path(tempfile.mkdtemp(prefix="peer-beat-"))

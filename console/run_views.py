@@ -9,10 +9,11 @@ from django.views.decorators.http import require_POST
 
 from console import filters
 from console.access import act, staff_only
-from runs.authority import run_cancel, run_replay
+from runs.authority import run_cancel, run_release, run_replay
 from runs.models import Run, RunState
 from runs.results import result_download
 from runs.selectors import history_watermark, tenant_runs_page
+from schedules.audit import staff_actor
 from schedules.models import Tenant
 from scheduler_project.errors import DomainError
 from scheduler_project.http.representations import run_pending_reason, run_progress_representation
@@ -71,6 +72,15 @@ def run_cancel_view(request, run_id):
     run = get_object_or_404(Run, id=run_id)
     return act(request, lambda: run_cancel(tenant=run.tenant, run_id=run.id), "Cancellation requested",
                reverse("console:run", args=[run.id]))
+
+
+@require_POST
+@staff_only
+def run_release_view(request, run_id):
+    """A held run (a hold directive) is released, back to its schedule's page."""
+    run = get_object_or_404(Run, id=run_id)
+    return act(request, lambda: run_release(tenant=run.tenant, run_id=run.id, actor=staff_actor(request.user)),
+               "Released", reverse("console:schedule", args=[run.schedule_id]))
 
 
 @require_POST

@@ -11,20 +11,28 @@ from console import filters
 from console.access import act, staff_only
 from console.timeline import counts, marks, occurrence_axis
 from console.words import rule_in_words, rule_syntax, zone_of
+from datetime import timedelta
+
 from runs.authority import run_once, schedule_resume
+from runs.models import PendingReason, Run, RunState
 from runs.selectors import history_watermark, runs_page
 from schedules import recurrence
 from schedules.calendars import rule_bound, schedule_calendar_rule
 from schedules.models import Calendar, Schedule, Tenant
+from schedules.directives import directive_delete, directive_put, occurrences_between, orphaned_directives
 from schedules.selectors import schedule_ended
 from schedules.audit import staff_actor
 from schedules.services import schedule_pause
 from scheduler_project.clock import authority_now
+from scheduler_project.http.occurrences import DirectiveSerializer, path_instant
+from scheduler_project.http.validation import validate_body
 
 PREVIEW = 5  # next instants in the list
 COMING = 10  # next instants on a schedule's time axis
 HISTORY = 30
 AUDIT = 10  # the schedule's latest audit entries
+OCCURRENCE_SPAN = timedelta(days=366)  # the coming occurrences listed with their directives: the next COMING in it
+DIRECTIVE_VERBS = {"skip": "Skipped", "hold": "Held", "note": "Noted", "clear": "Directive removed"}
 
 
 @staff_only
@@ -99,6 +107,11 @@ def schedule_detail(request, schedule_id):
         "next": filters.keyset_value(runs[-1].scheduled_at, runs[-1].id) if len(runs) == HISTORY else "",
         "revisions": [_revision(revision) for revision in schedule.revisions.order_by("-revision")[:20]],
         "audit": schedule.audit_entries.order_by("-id")[:AUDIT],
+        "occurrences": occurrences_between(schedule, now, now + OCCURRENCE_SPAN, COMING)
+        if schedule.deleted_at is None else [],
+        "orphaned": orphaned_directives(schedule),
+        "held": Run.objects.filter(schedule=schedule, state=RunState.PENDING, pending_reason=PendingReason.HELD)
+        .order_by("scheduled_at")[:COMING],
     }
     return render(request, "console/schedule.html", context)
 
@@ -135,3 +148,26 @@ def schedule_action(request, schedule_id, verb):
         return render(request, "console/bad_request.html", {"message": "unknown action"}, status=400)
     operation, done = operations[verb]
     return act(request, operation, f"{done}: {schedule.name}", back)
+
+
+@require_POST
+@staff_only
+def occurrence_action(request, schedule_id, verb):
+    """Skip, hold or annotate one coming occurrence (``at`` posted), or remove its directive
+    (``clear``): the API's services and checks, recorded with the staff user's name."""
+    schedule = get_object_or_404(Schedule, id=schedule_id)
+    if verb not in DIRECTIVE_VERBS:
+        return render(request, "console/bad_request.html", {"message": "unknown action"}, status=400)
+    actor = staff_actor(request.user)
+
+    def operation():
+        at = path_instant(request.POST.get("at", ""))
+        if verb == "clear":
+            return directive_delete(tenant=schedule.tenant, schedule_id=schedule.id, at=at, actor=actor)
+        body = validate_body(DirectiveSerializer, {"action": verb, "note": request.POST.get("note", "")})
+        directive_put(tenant=schedule.tenant, schedule_id=schedule.id, at=at, action=verb, note=body.get("note", ""),
+                      actor=actor)
+
+    return act(request, operation, f"{DIRECTIVE_VERBS[verb]}: {request.POST.get('at', '')[:40]}",
+               reverse("console:schedule", args=[schedule.id]))
+

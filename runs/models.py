@@ -40,6 +40,7 @@ class PendingReason(models.TextChoices):
     OVERLAP = "overlap"  # waiting for the schedule's active-run guard
     RETRY = "retry"  # waiting out a retry backoff
     BACKFILL = "backfill"  # a backfilled past instant, released a share per scan cycle
+    HELD = "held"  # a hold directive: waits for POST /runs/{id}/release (or a cancel)
 
 
 # A waiting run's pendingReason in the API when its job type has no declaration any more:
@@ -54,6 +55,7 @@ class SkipReason(models.TextChoices):
     MISFIRE = "misfire"
     OVERLAP = "overlap"
     CALENDAR = "calendar"  # its local date is excluded by one of the schedule's calendars
+    DIRECTIVE = "directive"  # a skip directive on the instant (schedules.models.OccurrenceDirective)
 
 
 class Trigger(models.TextChoices):
@@ -104,7 +106,9 @@ class Run(models.Model):
     resource_class = models.CharField(max_length=16)
     state = models.CharField(max_length=10, choices=RunState.choices)
     pending_reason = models.CharField(max_length=8, choices=PendingReason.choices, blank=True, default="")
-    skip_reason = models.CharField(max_length=8, choices=SkipReason.choices, null=True, blank=True)
+    skip_reason = models.CharField(max_length=16, choices=SkipReason.choices, null=True, blank=True)
+    # The note of the instant's directive (any action), copied when it was materialized.
+    note = models.CharField(max_length=500, blank=True, default="", db_default="")
     # A skipped range record stands for skipped_count instants from scheduled_at to skipped_through.
     skipped_count = models.PositiveIntegerField(null=True, blank=True)
     skipped_through = models.DateTimeField(null=True, blank=True)

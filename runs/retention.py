@@ -35,7 +35,7 @@ from runs.models import (
     StoredObject,
     TenantStorage,
 )
-from schedules.models import RequestKey, Schedule
+from schedules.models import OccurrenceDirective, RequestKey, Schedule
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ class CleanupStats(Counts):
     objects_failed: int = 0
     runs_deleted: int = 0
     request_keys_deleted: int = 0
+    directives_deleted: int = 0
     statistics_refreshed: int = 0
 
 
@@ -62,12 +63,13 @@ def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHE
     statistics snapshot is measured again if it is due."""
     batch_size = batch_size or settings.CLEANUP_BATCH_SIZE
     total = CleanupStats()
-    for step in (count_stored_bytes, collect_objects, expire_run_history, expire_request_keys):
+    for step in (count_stored_bytes, collect_objects, expire_run_history, expire_request_keys, expire_directives):
         for _ in range(max_batches):
             stats = step(batch_size=batch_size)
             total.add(stats)
             if advance is not None:
-                advance(stats.objects_deleted + stats.runs_deleted + stats.request_keys_deleted)
+                advance(stats.objects_deleted + stats.runs_deleted + stats.request_keys_deleted
+                        + stats.directives_deleted)
             if not _worked(stats, batch_size):
                 break
     total.statistics_refreshed = int(refresh_snapshot())
@@ -77,7 +79,7 @@ def cleanup_pass(*, batch_size: int | None = None, max_batches: int = MAX_BATCHE
 def _worked(stats: CleanupStats, batch_size: int) -> bool:
     touched = stats.objects_deleting + stats.objects_deleted + stats.objects_failed
     return max(touched, stats.objects_counted // COUNT_BATCHES, stats.runs_deleted,
-               stats.request_keys_deleted) >= batch_size
+               stats.request_keys_deleted, stats.directives_deleted) >= batch_size
 
 
 # --- Storage per tenant -----------------------------------------------------------------------
@@ -210,3 +212,26 @@ def expire_request_keys(*, batch_size: int | None = None) -> CleanupStats:
         ids = list(RequestKey.objects.filter(created_at__lt=cutoff).order_by("id").values_list("id", flat=True)[:limit])
         deleted = RequestKey.objects.filter(id__in=ids).delete()[0] if ids else 0
     return CleanupStats(request_keys_deleted=deleted)
+
+
+# Directives the scanner can no longer apply: their instant has passed and the schedule is
+# behind it (its first instant not yet materialized is later, or it has none), or it is
+# deleted, or an edit orphaned them. A schedule's floor only moves on past an instant already
+# passed, so what this reads without the schedule's lock stays true.
+_BEHIND = (Q(schedule__deleted_at__isnull=False) | Q(orphaned_at__isnull=False)
+           | Q(schedule__paused=False, schedule__next_run_at__isnull=True)
+           | Q(schedule__paused=False, schedule__next_run_at__gt=F("instant"))
+           | Q(schedule__paused=True, schedule__resume_from__isnull=True)
+           | Q(schedule__paused=True, schedule__resume_from__gt=F("instant")))
+
+
+def expire_directives(*, batch_size: int | None = None) -> CleanupStats:
+    """Occurrence directives of past instants the scanner is behind: applied (their run
+    carries what they said) or never to be applied."""
+    limit = batch_size or settings.CLEANUP_BATCH_SIZE
+    with transaction.atomic():
+        now = authority_now()
+        ids = list(OccurrenceDirective.objects.filter(_BEHIND, instant__lt=now).order_by("id")
+                   .values_list("id", flat=True)[:limit])
+        deleted = OccurrenceDirective.objects.filter(id__in=ids).delete()[0] if ids else 0
+    return CleanupStats(directives_deleted=deleted)

@@ -4,7 +4,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from runs.authority import run_cancel, run_replay
+from runs.authority import run_cancel, run_release, run_replay
 from runs.results import result_download
 from runs.selectors import run_get, tenant_runs_page
 from schedules.selectors import schedule_get_for_history
@@ -16,7 +16,7 @@ from scheduler_project.http.json import json_object_body
 from scheduler_project.http.run_requests import RUN_FILTERS, ReplaySerializer, run_filters, run_filters_scope
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import lookup_id, validate_body
-from scheduler_project.http.views import PAGE_PARAMETERS, TenantAPIView
+from scheduler_project.http.views import PAGE_PARAMETERS, TenantAPIView, request_actor
 
 TAGS = ["runs"]
 
@@ -87,6 +87,24 @@ class RunCancelView(TenantAPIView):
     )
     def post(self, request, run_id):
         run = run_cancel(tenant=request.tenant, run_id=lookup_id(run_id))
+        return Response(run_representation(run))
+
+
+class RunReleaseView(TenantAPIView):
+    @extend_schema(
+        operation_id="runs_release",
+        summary="Release a held run",
+        description=(
+            "A run held by a `hold` directive (`pending`, `pendingReason: held`) is admitted as if it had just "
+            "been materialized: `queued` (or `pending` for its schedule's overlap guard or its jittered due "
+            "time). Any other run is 409 `invalid_state`. Recorded in the audit (`release`)."
+        ),
+        tags=TAGS,
+        request=None,
+        responses={200: schemas.RunSerializer, **error_responses(401, 403, 404, 409)},
+    )
+    def post(self, request, run_id):
+        run = run_release(tenant=request.tenant, run_id=lookup_id(run_id), actor=request_actor(request))
         return Response(run_representation(run))
 
 

@@ -10,7 +10,8 @@ from scheduler_project.http.calendars import (
 )
 from scheduler_project.http.concurrency_keys import ConcurrencyKeyListView, ConcurrencyKeyView
 from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
-from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunReplayView, RunResultView
+from scheduler_project.http.occurrences import ScheduleOccurrencesView, ScheduleOccurrenceView
+from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunReleaseView, RunReplayView, RunResultView
 from schedules.views import (
     AuditView,
     BulkPauseView,
@@ -46,6 +47,9 @@ urlpatterns = [
     path("calendars/<str:calendar_id>", CalendarDetailView.as_view(), name="calendar-detail"),
     path("calendars/<str:calendar_id>/import", CalendarImportView.as_view(), name="calendar-import"),
     path("calendars/<str:calendar_id>/revisions", CalendarRevisionsView.as_view(), name="calendar-revisions"),
+    path("schedules/<str:schedule_id>/occurrences", ScheduleOccurrencesView.as_view(), name="schedule-occurrences"),
+    path("schedules/<str:schedule_id>/occurrences/<str:at>", ScheduleOccurrenceView.as_view(),
+         name="schedule-occurrence"),
     path("audit", AuditView.as_view(), name="audit-list"),
     path("capacity/forecast", CapacityForecastView.as_view(), name="capacity-forecast"),
     path("concurrency-keys", ConcurrencyKeyListView.as_view(), name="concurrency-key-list"),
@@ -54,6 +58,7 @@ urlpatterns = [
     path("runs/<str:run_id>", RunDetailView.as_view(), name="run-detail"),
     path("runs/<str:run_id>/cancel", RunCancelView.as_view(), name="run-cancel"),
     path("runs/<str:run_id>/replay", RunReplayView.as_view(), name="run-replay"),
+    path("runs/<str:run_id>/release", RunReleaseView.as_view(), name="run-release"),
     path("runs/<str:run_id>/result", RunResultView.as_view(), name="run-result"),
     path("worker/claim", ClaimView.as_view(), name="worker-claim"),
     path("worker/heartbeat", HeartbeatView.as_view(), name="worker-heartbeat"),

@@ -63,6 +63,12 @@ class RevisionConflict(DomainError):
     status, code = 409, "revision_conflict"
 
 
+class NotAnOccurrence(InvalidRequest):
+    """An instant the schedule's rule does not produce (occurrence directives)."""
+
+    status, code = 400, "not_an_occurrence"
+
+
 class InvalidState(DomainError):
     status, code = 409, "invalid_state"
 

@@ -3,6 +3,7 @@ their form calls the API's validation and services, the pause/resume/run-now act
 services too."""
 
 from importlib import import_module
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
@@ -16,6 +17,7 @@ from runs.capacity.statistics import job_type_statistics, schedule_durations, sc
 from runs.models import Run
 from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
 from schedules.audit import staff_actor
+from schedules.directives import occurrences_between, orphaned_directives
 from schedules.models import (
     ApiToken, AuditEntry, BulkAction, ConcurrencyLimit, JobType, Schedule, ShadowDisagreement, Tenant,
 )
@@ -23,6 +25,7 @@ from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.selectors import schedule_rule
 from schedules.services import schedule_pause
 from schedules.tenants import token_revoke
+from scheduler_project.clock import authority_now
 from scheduler_project.errors import DomainError
 
 
@@ -171,6 +174,7 @@ VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_se
              *WINDOW, "occurrences_materialized", "labels", "calendar")
 RECENT_RUNS = 20
 RECENT_AUDIT = 20
+COMING_OCCURRENCES = 10
 
 
 @admin.register(Schedule)
@@ -227,11 +231,12 @@ class ScheduleAdmin(admin.ModelAdmin):
             ("Runtime statistics (rolling window)", {"fields": ("runtime_statistics",)}),
             (f"Recent runs (last {RECENT_RUNS})", {"fields": ("recent_runs",)}),
             (f"Audit (last {RECENT_AUDIT})", {"fields": ("recent_audit",)}),
+            ("Coming occurrences and their directives", {"fields": ("coming_occurrences",)}),
         ]
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else (*SUMMARY, *TIMES, "runtime_statistics", "recent_runs", "occurrences_materialized",
-                                       "recent_audit")
+                                       "recent_audit", "coming_occurrences")
 
     def get_form(self, request, obj=None, **kwargs):
         form = super().get_form(request, obj, **kwargs)
@@ -306,6 +311,25 @@ class ScheduleAdmin(admin.ModelAdmin):
             return statistics_table(schedule_statistics(obj.id), own, "its own mean")
         return statistics_table(schedule_statistics(obj.id), job_type_statistics(obj.job_type_id).expected_duration(),
                                 "its job type's: too few samples of its own")
+
+    @admin.display(description="next instants")
+    def coming_occurrences(self, obj):
+        """The next instants with their directives (set them on the console's schedule page)."""
+        if obj.deleted_at is not None:
+            return "deleted"
+        now, zone = authority_now(), schedule_zone(obj)
+        rows = format_html_join("\n", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", (
+            (zoned(o.at, zone),
+             f"{o.directive.action}{': ' + o.directive.note if o.directive.note else ''} (by {o.directive.actor})"
+             if o.directive else "", o.state or "")
+            for o in occurrences_between(obj, now, now + timedelta(days=366), COMING_OCCURRENCES)))
+        orphaned = len(orphaned_directives(obj))
+        return format_html(
+            "<table><thead><tr><th>instant</th><th>directive</th><th>run</th></tr></thead><tbody>{}</tbody></table>"
+            "<p>{} orphaned by an edit. <a href=\"{}\">Skip, hold, note or release on the console</a></p>",
+            rows or mark_safe("<tr><td colspan=\"3\">no coming instants</td></tr>"), orphaned,
+            reverse("console:schedule", args=[obj.id]),
+        )
 
     @admin.display(description="runs")
     def recent_runs(self, obj):

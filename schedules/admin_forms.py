@@ -13,13 +13,15 @@ from schedules.audit import Actor
 from schedules.models import (
     MAX_CONCURRENCY_KEY_LENGTH, AuthorKind, JobType, MisfirePolicy, OverlapPolicy, Schedule, Tenant,
 )
-from schedules.services import rule_warnings, schedule_create, schedule_preview, schedule_update
+from schedules import recurrence
+from schedules.services import rule_warnings, schedule_create, schedule_edit, schedule_preview, schedule_update
 from schedules.specs import DEFAULT_POLICIES
 from scheduler_project.clock import instant
 from runs.capacity.admission import admit_start_deadline
 from scheduler_project.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
 
 PREVIEW_COUNT = 5
+DIFF_SHOWN = 10  # instants of each side of an edit's diff shown on the form
 RECURRENCE_KINDS = [("cron", "cron"), ("interval", "interval"), ("after_completion", "after completion"),
                     ("rrule", "RRULE"), ("business_day", "business day")]
 # Form field -> key of the request body's recurrence object, per kind (timezone for every kind).
@@ -195,6 +197,7 @@ class ScheduleForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.preview: list[str] | None = None  # set when the rule's instants are shown instead of saving
+        self.diff: list[str] = []  # an edit's preview: the instants it adds and removes, the directives it orphans
         self.editing = not self.instance._state.adding
         if self.editing:  # tenant and job type stay what they are
             self.fields.pop("tenant", None)
@@ -217,6 +220,8 @@ class ScheduleForm(forms.ModelForm):
             spec = self._request_spec(changed) if changed else None
             if "_preview" in self.data or unconfirmed:
                 self._show_preview(rule)
+                if self.editing and spec is not None:
+                    self._show_diff(spec)
             elif spec is not None:  # an edit that changes nothing writes no revision
                 self._save(spec)
         except DomainError as exc:
@@ -260,6 +265,21 @@ class ScheduleForm(forms.ModelForm):
         self.preview = preview_lines(arguments["rule"], tenant)
         self.data = self.data.copy()
         self.data[self.add_prefix("previewed")] = shown(self.cleaned_data)  # saving these next is confirmed
+
+    def _show_diff(self, spec) -> None:
+        """What saving this edit would change, from a dry run of it (nothing stored)."""
+        edit = schedule_edit(tenant=self.instance.tenant, schedule_id=self.instance.id, changes=spec,
+                             expected_revision=self.cleaned_data.get("expected_revision") or self.instance.revision,
+                             actor=self.actor, dry_run=True)
+        zone = schedule_zone(edit.schedule)
+        for side in ("added", "removed"):
+            instants = edit.instants_diff[side]
+            self.diff.append(f"{side} ({len(instants)}): " + (", ".join(
+                zoned(recurrence.parse_instant(at), zone) for at in instants[:DIFF_SHOWN]) or "none")
+                + (" ..." if len(instants) > DIFF_SHOWN else ""))
+        for directive in edit.orphaned:
+            self.diff.append(f"directive orphaned: {directive.action} at {zoned(directive.instant, zone)}"
+                             + (f" ({directive.note})" if directive.note else ""))
 
     def _save(self, spec) -> None:
         if not self.editing:

@@ -218,6 +218,9 @@ class Schedule(models.Model):
     # backfilled runs not counted); counted by the materializing transaction, under the lock.
     end_after_occurrences = models.PositiveIntegerField(null=True, blank=True)
     occurrences_materialized = models.PositiveIntegerField(default=0, db_default=0)
+    # Bumped by every directive written or removed (schedules.directives): a timer armed
+    # before it (runs/authority/armed.py) no longer matches the row and takes the locking path.
+    directive_seq = models.PositiveIntegerField(default=0, db_default=0)
     # Stable group of schedules scanned together (hash of the id).
     bucket = models.PositiveSmallIntegerField(default=0)
     # Active-run guard: the occurrence that currently holds permission to run. Indexed only
@@ -290,6 +293,9 @@ class ScheduleRevision(models.Model):
     payload = models.JSONField()
     author_kind = models.CharField(max_length=9, choices=AuthorKind.choices, default=AuthorKind.API)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The edit's effect on the next 30 days' instants, {"added": [...], "removed": [...]}
+    # (schedules.directives.instants_diff); null for revision 1 and revisions stored before.
+    instants_diff = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -341,6 +347,11 @@ class AuditAction(models.TextChoices):
     PAUSE = "pause"
     RESUME = "resume"
     DELETE = "delete"
+    SKIP = "skip"  # an occurrence directive written (schedules.directives), by its action
+    HOLD = "hold"
+    NOTE = "note"
+    CLEAR = "clear_directive"
+    RELEASE = "release"  # a held run released
 
 
 class AuditEntry(models.Model):
@@ -363,6 +374,38 @@ class AuditEntry(models.Model):
             # ?since= of a recent instant: its few entries, not a walk back through older ones.
             models.Index(fields=["tenant", "at"], name="auditentry_tenant_at_idx"),
         ]
+
+
+class DirectiveAction(models.TextChoices):
+    SKIP = "skip"  # the occurrence is recorded skipped, skipReason "directive"
+    HOLD = "hold"  # created pending, pendingReason "held", until released
+    NOTE = "note"  # the run carries the note
+
+
+MAX_DIRECTIVES = 1000  # per schedule, orphaned ones included
+MAX_DIRECTIVE_NOTE_LENGTH = 500
+
+
+class OccurrenceDirective(models.Model):
+    """What to do with one future instant of a schedule, read by the transaction that
+    materializes the instant (runs.authority.materialize.build_wave). Written only under the
+    schedule's lock and only while the instant is not materialized (schedules.directives)."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="directives", db_index=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    instant = models.DateTimeField()
+    action = models.CharField(max_length=8, choices=DirectiveAction.choices)
+    note = models.CharField(max_length=MAX_DIRECTIVE_NOTE_LENGTH, blank=True, default="")
+    created_at = models.DateTimeField()
+    actor_kind = models.CharField(max_length=9, choices=AuthorKind.choices)
+    actor = models.CharField(max_length=200)
+    # Set by an edit whose rule no longer produces the instant: kept, listed, never applied.
+    orphaned_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["schedule", "instant"], name="directive_one_per_instant")]
+        # Retention deletes those of past instants.
+        indexes = [models.Index(fields=["instant"], name="directive_instant_idx")]
 
 
 class RequestKey(models.Model):

@@ -2,6 +2,7 @@
 occurrences (the misfire policy for what was missed), so it is the authority's."""
 
 import zlib
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -10,9 +11,11 @@ from django.db import transaction
 from schedules import recurrence
 from schedules.audit import UNNAMED_API, Actor, audit_record
 from schedules.celery_tasks import check_celery_task_allowed
+from schedules.directives import instants_diff, reconcile_directives
 from schedules.models import (
     AuditAction,
     JobType,
+    OccurrenceDirective,
     RequestKey,
     Schedule,
     ScheduleLabel,
@@ -22,7 +25,7 @@ from schedules.models import (
 from schedules.calendars import index_schedule_calendars, rule_bound, schedule_calendar_rule
 from schedules.specs import ScheduleSpec, default_payload, payload_window, validate_params, validate_retry, validate_window
 from schedules.locks import lock_schedule, lock_tenant
-from schedules.selectors import job_types_allowed, schedule_first_due
+from schedules.selectors import job_types_allowed, schedule_first_due, schedule_rule
 from scheduler_project.clock import authority_now, instant
 from scheduler_project.errors import (
     Contended,
@@ -146,7 +149,23 @@ def due_bucket(schedule_id: str) -> int:
     return zlib.crc32(schedule_id.encode()) % settings.DUE_BUCKETS
 
 
-def schedule_update(
+@dataclass
+class Edit:
+    """What an edit stored (or, a dry run, would store): the schedule at its new revision,
+    the instants it adds and removes over the next 30 days, and the directives it orphaned."""
+
+    schedule: Schedule
+    instants_diff: dict
+    orphaned: list[OccurrenceDirective]
+    stored: bool
+
+
+def schedule_update(**arguments) -> Schedule:
+    """schedule_edit, answering the schedule at its new revision."""
+    return schedule_edit(**arguments).schedule
+
+
+def schedule_edit(
     *,
     tenant: Tenant,
     schedule_id: str,
@@ -154,15 +173,17 @@ def schedule_update(
     changes: ScheduleSpec,
     actor: Actor = UNNAMED_API,
     admit=None,
-) -> Schedule:
+    dry_run: bool = False,
+) -> Edit:
     """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict.
     `admit` as for schedule_create, with the edited schedule: computed on the revision read
-    before the transaction, and again if another revision is current by then."""
+    before the transaction, and again if another revision is current by then. A dry run
+    checks and computes everything an edit does, in a transaction rolled back."""
     changes = changes.anchored(authority_now()).keyed(schedule_id)
     for _ in range(ADMISSION_ATTEMPTS):
         admission, seen = _edit_admission(admit, tenant, schedule_id, changes) if admit else (None, None)
         try:
-            return _update(tenant, schedule_id, expected_revision, changes, actor, admit, admission, seen)
+            return _update(tenant, schedule_id, expected_revision, changes, actor, admit, admission, seen, dry_run)
         except _AdmitAgain:
             continue
     raise _contended()
@@ -183,7 +204,7 @@ def _edit_admission(admit, tenant, schedule_id, changes) -> tuple[object, int | 
     return admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule), seen
 
 
-def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admission, seen) -> Schedule:
+def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admission, seen, dry_run) -> Edit:
     with transaction.atomic():
         if changes.concurrency_key:
             _uses_concurrency_keys(tenant)  # the tenant's row before the schedule's: the lock order
@@ -215,7 +236,9 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
         if admit is not None and (seen != schedule.revision or (admission is not None and not admission.confirm())):
             raise _AdmitAgain
         schedule.revision += 1
+        rule_before = schedule_rule(schedule)
         _apply_payload(schedule, payload)
+        diff = instants_diff(rule_before, schedule_rule(schedule), now)
         window_changed = changes.cleared or any(
             value is not None for value in (changes.active_from, changes.active_until, changes.end_after_occurrences,
                                             changes.calendar))
@@ -229,14 +252,18 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
                 schedule.next_run_from = now - _MICROSECOND
         schedule.save()
         ScheduleRevision.objects.create(
-            schedule=schedule, revision=schedule.revision, payload=payload, author_kind=actor.kind
+            schedule=schedule, revision=schedule.revision, payload=payload, author_kind=actor.kind,
+            instants_diff=diff,
         )
         if changes.labels is not None:
             _index_labels(schedule)
         if rule is not None:
             index_schedule_calendars(schedule, rule)
+        orphaned = reconcile_directives(schedule, now)
         audit_record(schedule, actor=actor, action=AuditAction.UPDATE, at=now, revision=schedule.revision)
-    return schedule
+        if dry_run:
+            transaction.set_rollback(True)  # everything checked and computed; nothing stored
+    return Edit(schedule, diff, orphaned, stored=not dry_run)
 
 
 NOT_GIVEN = object()

@@ -26,13 +26,14 @@ from schedules.services import (
     schedule_delete,
     schedule_pause,
     schedule_preview,
-    schedule_update,
+    schedule_edit,
 )
 from scheduler_project.errors import InvalidRequest
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.cursors import decode_cursor, encode_cursor
 from scheduler_project.http.history import run_history_body
 from scheduler_project.http.json import json_object_body
+from scheduler_project.http.occurrences import edit_representation
 from scheduler_project.http.representations import (
     audit_entry_representation,
     job_type_representation,
@@ -58,7 +59,7 @@ from scheduler_project.http.schedule_requests import (
     preview_arguments,
     request_hash,
     run_once_arguments,
-    schedule_changes,
+    schedule_edit_request,
     schedule_spec,
 )
 from scheduler_project.http.schemas import error_responses
@@ -198,23 +199,28 @@ class ScheduleDetailView(TenantAPIView):
             "`overlapPolicy`, `retry` and `effects` (not `jobType`) and answers the schedule at "
             "revision N+1. `expectedRevision` is required: if it is not current the answer is 409 "
             "`revision_conflict` with the current schedule in `details.current`. Occurrences already "
-            "materialized keep the revision they were created under."
+            "materialized keep the revision they were created under. The answer carries `instantsDiff` "
+            "(`added`, `removed`: the instants the edit changes over the next 30 days, at most 200 each) and "
+            "`orphanedDirectives`: the occurrence directives whose instants the new rule no longer produces "
+            "(kept, listed by `GET .../occurrences?orphaned=true`). With `\"dryRun\": true` the answer is the "
+            "schedule the edit would store, and nothing is stored."
         ),
         tags=TAGS,
         request=ScheduleUpdateSerializer,
         responses={200: schemas.ScheduleSerializer, **error_responses(400, 401, 403, 404, 409)},
     )
     def patch(self, request, schedule_id):
-        expected_revision, changes = schedule_changes(json_object_body(request))
-        schedule = schedule_update(
+        expected_revision, changes, dry_run = schedule_edit_request(json_object_body(request))
+        edit = schedule_edit(
             tenant=request.tenant,
             schedule_id=lookup_id(schedule_id),
             expected_revision=expected_revision,
             changes=changes,
             actor=request_actor(request),
             admit=admit_start_deadline,
+            dry_run=dry_run,
         )
-        return Response(schedule_detail_representation(schedule))
+        return Response(edit_representation(edit))
 
     @extend_schema(
         operation_id="schedules_destroy",

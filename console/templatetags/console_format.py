@@ -7,6 +7,7 @@ from django import template
 from django.utils.html import format_html
 
 from console.words import elapsed, local, zone_of
+from scheduler_project.clock import instant
 
 register = template.Library()
 
@@ -21,6 +22,12 @@ def at(instant, zone_name="UTC"):
     utc = instant.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return format_html('<time class="instant" datetime="{}" title="{} in {}; {}">{} {}</time>',
                        utc, shown, zone_name, utc, shown, abbreviation)
+
+
+@register.filter
+def iso(value):
+    """The API's text of an instant (what a form posts back)."""
+    return instant(value) or ""
 
 
 @register.filter

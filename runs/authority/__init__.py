@@ -13,7 +13,7 @@ from runs.authority.claims import claim, claim_many, claimable_exists
 from runs.authority.completion import complete
 from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
-from runs.authority.operations import promote_due_runs, run_cancel, run_once, run_replay
+from runs.authority.operations import promote_due_runs, run_cancel, run_once, run_release, run_replay
 from runs.authority.ownership import heartbeat, heartbeat_many, still_owns
 from runs.authority.progress import record_progress
 from runs.authority.resume import resume_due_pauses, schedule_resume, schedules_resume_action
@@ -48,6 +48,7 @@ __all__ = [
     "resume_due_pauses",
     "run_cancel",
     "run_once",
+    "run_release",
     "run_replay",
     "schedule_backfill",
     "schedule_resume",

@@ -5,8 +5,8 @@ Arming reads a schedule row and its revision's payload text without any lock, se
 before the instant. Firing decides with the same code as any materialization
 (runs/authority/materialize.build_wave, at the firing transaction's authority time, with
 the job types read then) and writes with runs.authority.wave_sql.write_guarded: only the
-schedules whose row is still what was read (revision, next instant, not paused, not
-deleted, not locked by someone else) are moved on and get their occurrences. An edit
+schedules whose row is still what was read (revision, next instant, directives, not
+paused, not deleted, not locked by someone else) are moved on and get their occurrences. An edit
 bumps the revision, and a revision's payload never changes, so nothing stale is written;
 every schedule the guard leaves out, and every one not armed, takes the locking path.
 
@@ -39,6 +39,7 @@ class Armed:
     text: str  # its revision's payload text
     revision: int
     next_run_at: object  # the instant it was armed for
+    directive_seq: int  # the schedule's directives as read (schedules.directives)
 
 
 def arm(ids: list[str]) -> dict[str, Armed]:
@@ -50,7 +51,7 @@ def arm(ids: list[str]) -> dict[str, Armed]:
     # A schedule under calendars records excluded instants and moves next_run_from: the locking path.
     schedules = [s for s in schedules if not takes_guard(s.overlap_policy) and not s.calendar]
     texts = revision_texts(schedules)
-    return {s.id: Armed(s, texts[s.id], s.revision, s.next_run_at) for s in schedules if s.id in texts}
+    return {s.id: Armed(s, texts[s.id], s.revision, s.next_run_at, s.directive_seq) for s in schedules if s.id in texts}
 
 
 def fire_armed(armed: list[Armed]) -> tuple[MaterializeStats, set[str]]:
@@ -67,7 +68,7 @@ def fire_armed(armed: list[Armed]) -> tuple[MaterializeStats, set[str]]:
                           texts={a.schedule.id: a.text for a in due})
         written = set(write_guarded(
             wave.runs, wave.outbox,
-            expected=[(a.schedule.id, a.revision, a.next_run_at) for a in due],
+            expected=[(a.schedule.id, a.revision, a.next_run_at, a.directive_seq) for a in due],
             moves=[(a.schedule.id, a.schedule.next_run_at, a.schedule.occurrences_materialized - counted[a.schedule.id])
                    for a in due],
         ))
@@ -93,6 +94,8 @@ def _written(runs: list[dict], written: set[str]) -> MaterializeStats:
         if run["schedule_id"] in written:
             if run["state"] == RunState.QUEUED:
                 stats.queued += 1
+            elif run["state"] == RunState.SKIPPED:
+                stats.skipped += 1
             else:
                 stats.pending += 1
     return stats

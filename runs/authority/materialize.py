@@ -9,14 +9,14 @@ from django.db import transaction
 
 from schedules.jitter import jittered
 from schedules.selectors import occurrences_left
-from schedules.models import JobType, Schedule
+from schedules.models import DirectiveAction, JobType, Schedule
 from schedules.shadow import ShadowWave
 from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan
 from runs import metrics
 from runs.authority.sql import bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
-from runs.authority.wave_sql import bulk_insert, revision_payloads
+from runs.authority.wave_sql import bulk_insert, directives_at, revision_payloads
 from scheduler_project.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -37,7 +37,7 @@ MATERIALIZE_FIELDS = (
     "id", "tenant_id", "job_type_id", "recurrence", "revision", "misfire_policy", "misfire_grace_seconds",
     "overlap_policy", "next_run_at", "active_run_id", "resume_from", "jitter_seconds",
     "start_deadline_seconds", "active_from", "active_until", "end_after_occurrences", "occurrences_materialized",
-    "calendar", "next_run_from",
+    "calendar", "next_run_from", "directive_seq",
 )
 
 
@@ -171,8 +171,9 @@ def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: 
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types, texts)
     wave = Wave(now, _waiting_counts(schedules), len(schedules))
-    for schedule in schedules:
-        planned = plan_of(schedule)
+    plans = [(schedule, plan_of(schedule)) for schedule in schedules]
+    directives = _directives(plans)
+    for schedule, planned in plans:
         if planned is None:
             continue
         rule, plan = planned
@@ -181,7 +182,7 @@ def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: 
         base = _run_base(schedule, payloads[schedule.id], now)
         wave.skip_missed(base, plan)
         wave.skip_excluded(base, plan)
-        wave.add_instants(schedule, base, plan.run, plan.shifted_from)
+        wave.add_instants(schedule, base, plan.run, directives, plan.shifted_from)
         schedule.next_run_at = plan.next_run_at
         if plan.walked_through is not None:
             schedule.next_run_from = plan.walked_through
@@ -192,6 +193,15 @@ def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: 
         if occurrences_left(schedule) == 0:
             schedule.next_run_at = None  # ended
     return wave
+
+
+def _directives(plans: list[tuple]) -> dict[tuple[str, object], tuple[str, str]]:
+    """The directives of the instants the plans run, ``{(schedule id, instant): (action,
+    note)}``, read in the materializing transaction (schedules.directives says why that is
+    enough). Only schedules that ever had one (directive_seq) are looked up."""
+    pairs = [(schedule.id, at) for schedule, planned in plans
+             if planned is not None and schedule.directive_seq for at in planned[1].run]
+    return directives_at(pairs) if pairs else {}
 
 
 def materialized_count(plan: CatchUpPlan) -> int:
@@ -270,14 +280,29 @@ class Wave:
             self.stats.skipped -= len(self.runs) - len(kept)
             self.runs = kept
 
-    def add_instants(self, schedule: DueSchedule | Schedule, base: dict, instants, shifted_from=None) -> None:
-        """One occurrence per instant to run, admitted by the schedule's overlap policy; an
-        instant a calendar moved carries where from."""
+    def add_instants(self, schedule: DueSchedule | Schedule, base: dict, instants, directives: dict,
+                     shifted_from=None) -> None:
+        """One occurrence per instant to run, as its directive says (skip, hold, note), else
+        admitted by the schedule's overlap policy; an instant a calendar moved carries where from."""
         for instant in instants:
             due = jittered(schedule.id, instant, schedule.jitter_seconds)
             run = dict(base, id=new_run_id(), scheduled_at=instant, due_at=due)
             if shifted_from and instant in shifted_from:
                 run["shifted_from"] = shifted_from[instant]
+            action, note = directives.get((schedule.id, instant), ("", ""))
+            if note:
+                run["note"] = note
+            if action == DirectiveAction.SKIP:
+                run.update(state=RunState.SKIPPED, skip_reason=SkipReason.DIRECTIVE, finished_at=self.now)
+                self.stats.skipped += 1
+                metrics.SKIPPED.labels("directive").inc()
+                self.runs.append(run)
+                continue
+            if action == DirectiveAction.HOLD:  # set aside: no place in the overlap queue until released
+                run.update(state=RunState.PENDING, pending_reason=PendingReason.HELD)
+                self.stats.pending += 1
+                self.runs.append(run)
+                continue
             waiters = self.waiting.get(schedule.id, 0)
             step = admit(schedule.overlap_policy, guard=schedule.active_run_id, waiting=waiters, new=True)
             if step is Step.START and due > self.now:  # jittered: promoted when due (promote_due_runs)
@@ -333,7 +358,7 @@ def _waiting_counts(schedules: list[DueSchedule | Schedule]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for schedule_id in Run.objects.filter(
         UNFINISHED, schedule_id__in=exclusive, holds_guard=False
-    ).values_list("schedule_id", flat=True):
+    ).exclude(pending_reason=PendingReason.HELD).values_list("schedule_id", flat=True):
         counts[schedule_id] = counts.get(schedule_id, 0) + 1
     return counts
 

@@ -1,17 +1,19 @@
-"""Client operations on occurrences: run once, cancel, replay, and promotion of due pending runs."""
+"""Client operations on occurrences: run once, cancel, replay, release, and promotion of due pending runs."""
 
 from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Q
 
-from schedules.models import JobType, RequestKey, ScheduleRevision
+from schedules.audit import UNNAMED_API, Actor, audit_record
+from schedules.models import AuditAction, JobType, RequestKey, ScheduleRevision
 from schedules.celery_tasks import check_celery_task_allowed
 from schedules.specs import validate_params
 from runs.authority.locks import lock_schedule_then_run, lock_tenant_quota
 from schedules.locks import lock_schedule
 from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
+from runs.overlap import Step, admit
 from runs.authority.sql import bulk_set, transition
 from scheduler_project.clock import authority_now, instant
 from runs.models import REQUESTED, Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
@@ -147,6 +149,30 @@ def run_replay(*, tenant, run_id: str, note: str = "", actor: str = "") -> Run:
             dispatch_count=run.dispatch_count, replays=replays,
         )
         outbox.save()
+        return run
+
+
+def run_release(*, tenant, run_id: str, actor: Actor = UNNAMED_API) -> Run:
+    """A held run (a hold directive) is admitted as if it had just been materialized
+    without one: queued with a dispatch intent (pending until its jittered due time), or
+    waiting for its schedule's guard under its overlap policy. Any other run: InvalidState."""
+    with transaction.atomic(durable=True):
+        schedule, run = lock_schedule_then_run(run_id, tenant=tenant)
+        if run.state != RunState.PENDING or run.pending_reason != PendingReason.HELD:
+            raise InvalidState(f"only a held run can be released; this one is {run.state}")
+        now = authority_now()
+        held = {"state": RunState.PENDING, "pending_reason": PendingReason.HELD}
+        if admit(schedule.overlap_policy, guard=schedule.active_run_id, run_id=run.id, new=False) is Step.WAIT:
+            transition(run, held, pending_reason=PendingReason.OVERLAP)
+        elif run.due_at > now:
+            transition(run, held, pending_reason=PendingReason.NOT_DUE)
+        else:
+            outbox = dispatch_intent(run, now)
+            transition(run, held, state=RunState.QUEUED, pending_reason=PendingReason.NONE,
+                       dispatch_count=run.dispatch_count)
+            outbox.save()
+        audit_record(schedule, actor=actor, action=AuditAction.RELEASE, at=now, runId=run.id,
+                     instant=instant(run.scheduled_at))
         return run
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from runs.models import Outbox, Run
-from schedules.models import Schedule, ScheduleRevision
+from schedules.models import OccurrenceDirective, Schedule, ScheduleRevision
 
 
 def server_cursor():
@@ -65,6 +65,26 @@ def revision_payloads(current: dict[str, int]) -> list[tuple[str, list[str]]]:
         return cursor.fetchall()
 
 
+def directives_at(pairs: list[tuple[str, object]]) -> dict[tuple[str, object], tuple[str, str]]:
+    """The live (not orphaned) directives of ``(schedule id, instant)`` pairs, ``{pair:
+    (action, note)}``; on PostgreSQL one statement joining the pairs as two arrays."""
+    if connection.vendor != "postgresql":
+        wanted = set(pairs)
+        rows = OccurrenceDirective.objects.filter(
+            schedule_id__in={p[0] for p in pairs}, instant__in={p[1] for p in pairs}, orphaned_at__isnull=True,
+        ).values_list("schedule_id", "instant", "action", "note")
+        return {(s, at): (action, note) for s, at, action, note in rows if (s, at) in wanted}
+    sql = (
+        f"SELECT d.schedule_id, d.instant, d.action, d.note FROM {OccurrenceDirective._meta.db_table} AS d"
+        f" JOIN unnest(%b::varchar[], %b::timestamptz[]) AS p(schedule_id, instant)"
+        f"  ON d.schedule_id = p.schedule_id AND d.instant = p.instant"
+        f" WHERE d.orphaned_at IS NULL"
+    )
+    with server_cursor() as cursor:
+        cursor.execute(sql, [[p[0] for p in pairs], [p[1] for p in pairs]])
+        return {(s, at): (action, note) for s, at, action, note in cursor.fetchall()}
+
+
 def bulk_insert(model, rows: list[dict]) -> None:
     """Insert new rows given as ``{attname: value}`` dicts; model defaults fill the rest.
     On PostgreSQL one ``INSERT ... SELECT FROM unnest(arrays)`` (RowsSelect); the embedded
@@ -92,9 +112,10 @@ def write_guarded(runs: list[dict], outbox: list[dict], expected: list[tuple], m
     ids = [row[0] for row in expected]
     sql = (
         f"WITH due AS ("
-        f"  SELECT s.id FROM {table} AS s JOIN unnest(%b::varchar[], %b::int[], %b::timestamptz[])"
-        f"   AS e(id, revision, next_run_at) ON s.id = e.id"
+        f"  SELECT s.id FROM {table} AS s JOIN unnest(%b::varchar[], %b::int[], %b::timestamptz[], %b::int[])"
+        f"   AS e(id, revision, next_run_at, directive_seq) ON s.id = e.id"
         f"  WHERE s.id = ANY(%b) AND s.revision = e.revision AND s.next_run_at = e.next_run_at"
+        f"   AND s.directive_seq = e.directive_seq"
         f"   AND NOT s.paused AND s.deleted_at IS NULL ORDER BY s.id FOR UPDATE OF s SKIP LOCKED),"
         f" moved AS (UPDATE {table} AS s SET next_run_at = m.next_run_at,"
         f"  occurrences_materialized = s.occurrences_materialized + m.instants"
@@ -108,7 +129,7 @@ def write_guarded(runs: list[dict], outbox: list[dict], expected: list[tuple], m
         f"  (SELECT id FROM inserted) RETURNING 1)"
         f" SELECT id FROM moved"
     )
-    params = [ids, [row[1] for row in expected], [row[2] for row in expected], ids,
+    params = [ids, [row[1] for row in expected], [row[2] for row in expected], [row[3] for row in expected], ids,
               [row[0] for row in moves], [row[1] for row in moves], [row[2] for row in moves],
               *run_rows.params, *outbox_rows.params]
     with server_cursor() as cursor:

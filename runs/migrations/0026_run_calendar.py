@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0023_run_replays'),
+        ('runs', '0024_run_directives'),
     ]
 
     operations = [
@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='run',
             name='skip_reason',
-            field=models.CharField(blank=True, choices=[('misfire', 'Misfire'), ('overlap', 'Overlap'), ('calendar', 'Calendar')], max_length=8, null=True),
+            field=models.CharField(blank=True, choices=[('misfire', 'Misfire'), ('overlap', 'Overlap'), ('calendar', 'Calendar'), ('directive', 'Directive')], max_length=16, null=True),
         ),
     ]

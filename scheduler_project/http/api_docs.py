@@ -45,7 +45,7 @@ RUN_QUEUED = {
     "runId": RUN_ID, "scheduleId": SCHEDULE_ID, "revision": 1, "trigger": "manual", "jobType": "report.sales",
     "state": "queued", "pendingReason": None, "attempt": 0, "maxAttempts": 3,
     "scheduledAt": "2026-12-03T06:34:21.574155Z", "dueAt": "2026-12-03T06:34:21.574155Z",
-    "startedAt": None, "finishedAt": None, "skipReason": None, "skippedCount": None, "skippedThrough": None,
+    "startedAt": None, "finishedAt": None, "skipReason": None, "note": None, "skippedCount": None, "skippedThrough": None,
     "cancellationRequested": False, "cancellationAccepted": False, "error": None,
     "attempts": [], "result": None, "effects": [], "createdAt": "2026-12-03T06:34:21.574155Z",
 }

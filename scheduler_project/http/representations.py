@@ -107,6 +107,7 @@ def revision_representation(revision) -> dict:
         "concurrencyKey": payload.get("concurrencyKey") or None,
         "labels": payload.get("labels") or {},
         "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
+        "instantsDiff": revision.instants_diff,
     }
 
 
@@ -253,6 +254,7 @@ def run_representation(run, unavailable: frozenset[str] | None = None,
         "finishedAt": instant(run.finished_at),
         "skipReason": run.skip_reason or None,
         "shiftedFrom": instant(run.shifted_from),
+        "note": run.note or None,
         "skippedCount": run.skipped_count,
         "skippedThrough": instant(run.skipped_through),
         "cancellationRequested": run.cancellation_requested,

@@ -329,6 +329,8 @@ class ScheduleUpdateSerializer(ScheduleCreateSerializer):
     recurrence = RecurrenceField(required=False)
     retry = RetrySerializer(required=False)  # an edit changes retry keys; null is not one of them
     expectedRevision = StrictIntegerField(min_value=1, max_value=MAX_REVISION, source="expected_revision")
+    dryRun = StrictBooleanField(required=False, source="dry_run",
+                                help_text="true: answer what the edit would store (and its instantsDiff); store nothing")
 
 
 class PauseSerializer(StrictSerializer):
@@ -394,8 +396,14 @@ def schedule_spec(body: dict) -> ScheduleSpec:
 
 def schedule_changes(body: dict) -> tuple[int, ScheduleSpec]:
     """(expectedRevision, the changed fields) of the edit request `body`."""
+    return schedule_edit_request(body)[:2]
+
+
+def schedule_edit_request(body: dict) -> tuple[int, ScheduleSpec, bool]:
+    """(expectedRevision, the changed fields, dryRun) of the edit request `body`."""
     fields = dict(validate_body(ScheduleUpdateSerializer, body))
-    return fields.pop("expected_revision"), ScheduleSpec(**fields)
+    dry_run = fields.pop("dry_run", False)
+    return fields.pop("expected_revision"), ScheduleSpec(**fields), dry_run
 
 
 def pause_arguments(body: dict) -> dict:

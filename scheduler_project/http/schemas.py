@@ -166,6 +166,8 @@ class RevisionSerializer(RevisedFieldsSerializer):
     revision = serializers.IntegerField()
     createdAt = serializers.DateTimeField()
     authorKind = serializers.ChoiceField(choices=AuthorKind.values, help_text="api: a tenant request; admin: an operator")
+    instantsDiff = serializers.JSONField(allow_null=True, help_text="The edit's added and removed instants over the "
+                                                                    "next 30 days; null for revision 1")
 
 
 class RevisionListSerializer(serializers.Serializer):
@@ -300,8 +302,9 @@ class RunSerializer(serializers.Serializer):
     dueAt = serializers.DateTimeField()
     startedAt = serializers.DateTimeField(allow_null=True)
     finishedAt = serializers.DateTimeField(allow_null=True)
-    skipReason = serializers.CharField(allow_null=True, help_text="misfire, overlap or calendar")
+    skipReason = serializers.CharField(allow_null=True, help_text="misfire, overlap, calendar or directive")
     shiftedFrom = serializers.DateTimeField(allow_null=True, help_text="The instant a calendar moved this one from")
+    note = serializers.CharField(allow_null=True, help_text="The note of the instant's directive (occurrence directives)")
     skippedCount = serializers.IntegerField(allow_null=True)
     skippedThrough = serializers.DateTimeField(allow_null=True)
     cancellationRequested = serializers.BooleanField()

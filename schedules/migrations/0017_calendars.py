@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('schedules', '0014_cron_dialect'),
+        ('schedules', '0015_occurrence_directives'),
     ]
 
     operations = [

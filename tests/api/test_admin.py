@@ -404,3 +404,32 @@ def test_admin_add__business_day_under_a_calendar_previews_then_creates(admin_cl
     assert saved.status_code == 302, form_errors(saved)
     schedule.refresh_from_db()
     assert schedule.calendar == {"calendarIds": [calendar.id], "policy": "shift_after"}
+
+
+def test_admin_edit__a_changed_rule_shows_the_edits_diff_and_orphaned_directives_before_saving(admin_client, client):
+    schedule_id = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})["scheduleId"]
+    at = client.get(f"/api/v1/schedules/{schedule_id}/occurrences?limit=1").json()["results"][0]["at"]
+    assert client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{at}", {"action": "skip", "note": "holiday"},
+                      format="json").status_code == 200
+    page = admin_client.get(change_url(schedule_id))
+
+    previewed = admin_client.post(change_url(schedule_id), {**change_form(page), "cron": "30 9 * * *"})
+
+    diff = previewed.context["adminform"].form.diff
+    assert diff[0].startswith("added (30): ") and "09:30:00" in diff[0] and diff[0].endswith(" ...")
+    assert diff[1].startswith("removed (30): ") and "09:00:00" in diff[1]
+    assert diff[2].startswith("directive orphaned: skip at ") and diff[2].endswith("(holiday)")
+    assert b"What this edit changes over the next 30 days" in previewed.content
+    schedule = Schedule.objects.get(pk=schedule_id)
+    assert schedule.revision == 1 and schedule.recurrence["cron"] == "0 9 * * *"
+    assert not schedule.directives.filter(orphaned_at__isnull=False).exists()
+
+
+def test_admin_change_page__lists_coming_occurrences_with_their_directives(admin_client, client):
+    schedule_id = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})["scheduleId"]
+    at = client.get(f"/api/v1/schedules/{schedule_id}/occurrences?limit=1").json()["results"][0]["at"]
+    client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{at}", {"action": "hold", "note": "audit first"},
+               format="json")
+    page = admin_client.get(change_url(schedule_id)).content.decode()
+    assert "Coming occurrences and their directives" in page
+    assert "hold: audit first (by acme)" in page and f"/console/schedules/{schedule_id}/" in page

@@ -194,6 +194,8 @@ def test_patch__bumps_revision_and_changes_fields(client, schedule):
     assert body["misfirePolicy"] == "skip"
     assert body["overlapPolicy"] == "skip"
     assert body["nextRunAtLocal"][11:16] == "10:30"
+    # The edit's answer is the schedule, and what the edit did besides.
+    assert body.pop("instantsDiff")["added"] and body.pop("orphanedDirectives") == []
     assert client.get(path).json() == body
 
 

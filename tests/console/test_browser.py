@@ -173,3 +173,21 @@ def test_browser__resolve_button_moves_an_effect_from_uncertain_to_sent(browser,
     browser.get(f"{live_server.url}/console/runs/{world.report_run.id}/")
     assert text_of(browser, "#effects .effect-state") == "sent"
     looks_right(browser, "effect-resolved")
+
+
+def test_browser__skip_a_coming_occurrence_with_a_note_then_remove_it(browser, world, live_server):
+    from schedules.models import OccurrenceDirective
+
+    schedule = create_schedule(world.tenant, cron="0 9 * * *", name="daily-close", zone="Europe/Paris")
+    browser.get(f"{live_server.url}/console/schedules/{schedule.id}/")
+    row = browser.find_elements(By.CSS_SELECTOR, "#occurrences tr[data-at]")[1]
+    at = row.get_attribute("data-at")
+    row.find_element(By.NAME, "note").send_keys("bank holiday")
+    click_and_wait(browser, row.find_element(By.CSS_SELECTOR, "button.skip"))
+    row = browser.find_element(By.CSS_SELECTOR, f'#occurrences tr[data-at="{at}"]')
+    assert row.find_element(By.CSS_SELECTOR, "td.directive").text.startswith("skip: bank holiday")
+    directive = OccurrenceDirective.objects.get(schedule=schedule)
+    assert (directive.action, directive.note, directive.actor) == ("skip", "bank holiday", world.staff.username)
+    looks_right(browser, "schedule-occurrence-directives")
+    click_and_wait(browser, row.find_element(By.CSS_SELECTOR, "button.clear"))
+    assert not OccurrenceDirective.objects.exists()
