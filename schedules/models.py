@@ -155,6 +155,9 @@ MAX_CONCURRENCY_LIMIT = 100_000  # more than any tenant's active-run quota: a la
 CONCURRENCY_KEY = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$",
                                  message="letters, digits and . _ : - only, starting with a letter or digit")
 MAX_PAUSE_REASON_LENGTH = 500
+# Expectations (schedule health): the bounds a request may give them.
+MAX_EXPECTATION_SECONDS = 7 * 86400
+MAX_EXPECTED_FAILURES = 100
 
 
 class Schedule(models.Model):
@@ -198,6 +201,13 @@ class Schedule(models.Model):
     )
     # At most MAX_LABELS string pairs, as given; ScheduleLabel rows index them for filters.
     labels = models.JSONField(default=dict, blank=True, db_default={})
+    # What the health evaluation (runs.health) holds the schedule to, as the API gives it
+    # ({"startWithinSeconds", "finishWithinSeconds", "maxConsecutiveFailures", "alert"}); null:
+    # none. The three bounds are copied into columns so one statement evaluates every schedule.
+    expectations = models.JSONField(null=True, blank=True)
+    expect_start_within_seconds = models.PositiveIntegerField(null=True, blank=True)
+    expect_finish_within_seconds = models.PositiveIntegerField(null=True, blank=True)
+    expect_max_consecutive_failures = models.PositiveIntegerField(null=True, blank=True)
     # Null while paused, deleted, ended, or (after_completion) while an occurrence is active.
     next_run_at = models.DateTimeField(null=True, blank=True)
     # The window (activeFrom, activeUntil): no occurrence outside it; null: open.
@@ -234,6 +244,8 @@ class Schedule(models.Model):
                          condition=Q(paused_until__isnull=False)),
             models.Index(fields=["pause_action", "id"], name="schedule_pause_action_idx",
                          condition=Q(pause_action__isnull=False)),
+            # The health evaluation reads only schedules with expectations, whatever their number.
+            models.Index(fields=["id"], name="schedule_expectations_idx", condition=Q(expectations__isnull=False)),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(revision__gte=1), name="schedule_revision_positive"),

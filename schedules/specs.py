@@ -39,6 +39,7 @@ class ScheduleSpec:
     end_after_occurrences: int | None = None
     cleared: frozenset = frozenset()  # payload keys an edit set to null (activeFrom, activeUntil, endAfterOccurrences)
     labels: dict | None = None  # replaces every label ({} clears them)
+    expectations: dict | None = None  # replaces them ({} removes them)
 
     def anchored(self, now: datetime) -> "ScheduleSpec":
         """An interval rule given without an anchor starts at `now`, the authority's time of the write."""
@@ -71,8 +72,11 @@ class ScheduleSpec:
             "activeUntil": instant(self.active_until) if self.active_until is not None else None,
             "endAfterOccurrences": self.end_after_occurrences,
             "labels": self.labels,
+            "expectations": self.expectations,
         }
         payload = {**base, **{key: value for key, value in given.items() if value is not None}}
+        if payload.get("expectations") == {}:
+            payload.pop("expectations")
         if payload.get("startDeadlineSeconds") == 0:
             payload["startDeadlineSeconds"] = None
         for key in self.cleared:
