@@ -286,6 +286,9 @@ HEALTH_LOOKBACK_SECONDS = env_int("HEALTH_LOOKBACK_SECONDS", 3600)
 HEALTH_FORECAST_AHEAD_SECONDS = env_int("HEALTH_FORECAST_AHEAD_SECONDS", 600)
 # Alerts: at most one message per target in this many seconds, listing every incident since.
 HEALTH_DIGEST_SECONDS = env_int("HEALTH_DIGEST_SECONDS", 60)
+# An alert whose delivery may have reached its target: hold (an operator decides, as for a
+# job type's effects) or retry (deliver again under the same Message-ID / Idempotency-Key).
+HEALTH_ALERT_UNCERTAIN_POLICY = os.environ.get("HEALTH_ALERT_UNCERTAIN_POLICY", "hold")
 
 # --- Retention --------------------------------------------------------------------------
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 30)
