@@ -3,6 +3,7 @@
 from django.urls import path
 
 from scheduler_project.http.concurrency_keys import ConcurrencyKeyListView, ConcurrencyKeyView
+from scheduler_project.http.health import IncidentCollectionView, ScheduleHealthView
 from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
 from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunReplayView, RunResultView
 from schedules.views import (
@@ -36,6 +37,8 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/preview", ScheduleInstantsView.as_view(), name="schedule-instants"),
     path("schedules/<str:schedule_id>/backfill", ScheduleBackfillView.as_view(), name="schedule-backfill"),
     path("schedules/<str:schedule_id>/statistics", ScheduleStatisticsView.as_view(), name="schedule-statistics"),
+    path("schedules/<str:schedule_id>/health", ScheduleHealthView.as_view(), name="schedule-health"),
+    path("incidents", IncidentCollectionView.as_view(), name="incident-list"),
     path("audit", AuditView.as_view(), name="audit-list"),
     path("capacity/forecast", CapacityForecastView.as_view(), name="capacity-forecast"),
     path("concurrency-keys", ConcurrencyKeyListView.as_view(), name="concurrency-key-list"),
