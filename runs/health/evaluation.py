@@ -62,14 +62,15 @@ WATCHED = Q(deleted_at__isnull=True, paused=False)  # a paused schedule owes no 
 
 def health_pass(*, now: datetime | None = None) -> HealthStats:
     """Resolve what later occurrences met, then open what is breached now."""
-    from runs.health.forecast import forecast_breaches, forecast_resolutions
+    from runs.health.forecast import forecast_step
 
     now = now or authority_now()
     stats = HealthStats()
     stats.resolved = resolve_incidents(now)
-    if passed := forecast_resolutions(now):
+    at_risk, passed = forecast_step(now)
+    if passed:
         stats.resolved[IncidentKind.FORECAST] = stats.resolved.get(IncidentKind.FORECAST, 0) + passed
-    breaches = [*late_starts(now), *long_runs(now), *failure_streaks(now), *forecast_breaches(now)]
+    breaches = [*late_starts(now), *long_runs(now), *failure_streaks(now), *at_risk]
     stats.opened = open_incidents(breaches, now)
     return stats
 
