@@ -240,6 +240,8 @@ class Run(models.Model):
             ),
             # Retention reads finished runs only; unfinished ones stay out of the index.
             models.Index(fields=["finished_at"], name="run_ended_idx", condition=Q(finished_at__isnull=False)),
+            # Failures finished lately: the health evaluation's failure streaks start from them.
+            models.Index(fields=["finished_at"], name="run_failed_idx", condition=Q(state="failed")),
         ]
 
     def __str__(self):

@@ -244,8 +244,10 @@ class Schedule(models.Model):
                          condition=Q(paused_until__isnull=False)),
             models.Index(fields=["pause_action", "id"], name="schedule_pause_action_idx",
                          condition=Q(pause_action__isnull=False)),
-            # The health evaluation reads only schedules with expectations, whatever their number.
-            models.Index(fields=["id"], name="schedule_expectations_idx", condition=Q(expectations__isnull=False)),
+            # The health evaluation's schedules with a start expectation by next instant: the ones
+            # overdue, or within the forecast's window, without reading the others.
+            models.Index(fields=["next_run_at"], name="schedule_expect_start_idx",
+                         condition=Q(expect_start_within_seconds__isnull=False, next_run_at__isnull=False)),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(revision__gte=1), name="schedule_revision_positive"),

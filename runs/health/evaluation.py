@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Count, DateTimeField, DurationField, Exists, ExpressionWrapper, F, Func, Max, Min, OuterRef, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 
-from runs.models import Incident, IncidentKind, Run, RunState, Trigger
+from runs.models import UNFINISHED, Incident, IncidentKind, Run, RunState, Trigger
 from schedules.models import Schedule
 from scheduler_project.clock import authority_now, instant
 
@@ -90,7 +90,7 @@ def late_starts(now: datetime) -> list[Incident]:
     unclaimed (no worker, a job type gone, a full key), or never materialized at all (the
     scanner stopped): the schedule's next instant is that late."""
     unstarted = (
-        Run.objects.filter(trigger=Trigger.SCHEDULE, state__in=(RunState.PENDING, RunState.QUEUED),
+        Run.objects.filter(UNFINISHED, trigger=Trigger.SCHEDULE, state__in=(RunState.PENDING, RunState.QUEUED),
                            started_at__isnull=True)
         .filter(schedule__expect_start_within_seconds__isnull=False, schedule__deleted_at__isnull=True,
                 schedule__paused=False)
@@ -113,7 +113,7 @@ def late_starts(now: datetime) -> list[Incident]:
                 "id", "schedule_id"):
             breaches[schedule_id].run_id = run_id
     never_materialized = (
-        Schedule.objects.filter(WATCHED, expect_start_within_seconds__isnull=False, next_run_at__isnull=False)
+        Schedule.objects.filter(WATCHED, expect_start_within_seconds__isnull=False, next_run_at__lt=now)
         .alias(deadline=_after("next_run_at", "expect_start_within_seconds"))
         .filter(deadline__lt=now)
         .filter(~Exists(Incident.objects.filter(schedule_id=OuterRef("id"), kind=IncidentKind.LATE_START).filter(
@@ -158,13 +158,12 @@ def failure_streaks(now: datetime) -> list[Incident]:
     success, for the schedules with a failure finished within HEALTH_LOOKBACK_SECONDS (only
     a finishing run changes a streak)."""
     since = now - timedelta(seconds=settings.HEALTH_LOOKBACK_SECONDS)
-    recent = Run.objects.filter(schedule_id=OuterRef("schedule_id"), state=RunState.FAILED, finished_at__gte=since)
+    lately_failed = Run.objects.filter(state=RunState.FAILED, finished_at__gte=since).values("schedule_id")
     last_success = (Run.objects.filter(schedule_id=OuterRef("schedule_id"), state=RunState.SUCCEEDED)
                     .order_by("-scheduled_at").values("scheduled_at")[:1])
     streaks = (
-        Run.objects.filter(state=RunState.FAILED, schedule__expect_max_consecutive_failures__isnull=False,
-                           schedule__deleted_at__isnull=True)
-        .filter(Exists(recent))
+        Run.objects.filter(state=RunState.FAILED, schedule_id__in=lately_failed,
+                           schedule__expect_max_consecutive_failures__isnull=False, schedule__deleted_at__isnull=True)
         .filter(~Exists(Incident.objects.filter(schedule_id=OuterRef("schedule_id"), kind=IncidentKind.FAILURES,
                                                 resolved_at__isnull=True)))
         .alias(last_success=Coalesce(last_success, Value(EARLIEST), output_field=DateTimeField()))

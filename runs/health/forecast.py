@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 LEAD = timedelta(minutes=5)  # an incident opens at least this long before its instant
 PERCENTILE = 99
+# When this process last ran the forecast: it runs at most every HEALTH_FORECAST_INTERVAL_SECONDS
+# here (its cost, not its correctness: any number of processes may forecast at once).
+_last_forecast = {"at": None}
 
 
 def forecast_step(now: datetime) -> tuple[list[Incident], int]:
@@ -42,6 +45,10 @@ def forecast_step(now: datetime) -> tuple[list[Incident], int]:
         .values_list("id", "tenant_id", "next_run_at", "expect_start_within_seconds", "job_type__resource_class"))
     if not candidates and not watched:
         return [], resolved
+    last = _last_forecast["at"]
+    if last is not None and timedelta(0) <= now - last < timedelta(seconds=settings.HEALTH_FORECAST_INTERVAL_SECONDS):
+        return [], resolved
+    _last_forecast["at"] = now
     start = now.replace(second=0, microsecond=0)
     try:
         predicted = forecast(start, now + ahead, required=False)

@@ -4,8 +4,14 @@ import django.db.models.deletion
 import runs.models
 from django.db import migrations, models
 
+from scheduler_project.migration_ops import AddIndexOnline
+
 
 class Migration(migrations.Migration):
+    """Schedule health: incidents, and the index of failed runs by finish (built CONCURRENTLY on
+    PostgreSQL: not atomic)."""
+
+    atomic = False
 
     dependencies = [
         ('runs', '0023_run_replays'),
@@ -31,5 +37,9 @@ class Migration(migrations.Migration):
                 'indexes': [models.Index(fields=['tenant', '-opened_at', '-id'], name='incident_tenant_idx'), models.Index(condition=models.Q(('resolved_at__isnull', True)), fields=['tenant', 'kind'], name='incident_open_idx')],
                 'constraints': [models.UniqueConstraint(condition=models.Q(('resolved_at__isnull', True)), fields=('schedule', 'kind'), name='incident_one_open'), models.UniqueConstraint(fields=('schedule', 'kind', 'breach_key'), name='incident_one_per_breach'), models.CheckConstraint(condition=models.Q(('resolved_at__isnull', True), ('resolved_at__gte', models.F('opened_at')), _connector='OR'), name='incident_resolved_after_opened')],
             },
+        ),
+        AddIndexOnline(
+            model_name='run',
+            index=models.Index(condition=models.Q(('state', 'failed')), fields=['finished_at'], name='run_failed_idx'),
         ),
     ]

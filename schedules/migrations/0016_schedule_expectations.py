@@ -37,6 +37,6 @@ class Migration(migrations.Migration):
         ),
         AddIndexOnline(
             model_name='schedule',
-            index=models.Index(condition=models.Q(('expectations__isnull', False)), fields=['id'], name='schedule_expectations_idx'),
+            index=models.Index(condition=models.Q(('expect_start_within_seconds__isnull', False), ('next_run_at__isnull', False)), fields=['next_run_at'], name='schedule_expect_start_idx'),
         ),
     ]
