@@ -2,7 +2,7 @@
 occurrences on one time axis, the history, revisions) with pause, resume and run-now
 through the API's services."""
 
-from django.db.models import Q
+from django.db.models import F, Q
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -24,6 +24,7 @@ PREVIEW = 5  # next instants in the list
 COMING = 10  # next instants on a schedule's time axis
 HISTORY = 30
 AUDIT = 10  # the schedule's latest audit entries
+INCIDENTS = 10  # its health incidents shown
 
 
 @staff_only
@@ -92,6 +93,8 @@ def schedule_detail(request, schedule_id):
         "next": filters.keyset_value(runs[-1].scheduled_at, runs[-1].id) if len(runs) == HISTORY else "",
         "revisions": [_revision(revision) for revision in schedule.revisions.order_by("-revision")[:20]],
         "audit": schedule.audit_entries.order_by("-id")[:AUDIT],
+        # Open ones first, then the latest resolved: which occurrence, since when, until when.
+        "incidents": schedule.incidents.order_by(F("resolved_at").desc(nulls_first=True), "-opened_at")[:INCIDENTS],
     }
     return render(request, "console/schedule.html", context)
 

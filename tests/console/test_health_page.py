@@ -40,3 +40,14 @@ def test_health_page__open_incidents_first_with_their_occurrence(staff_client):
 
 def test_health_page__a_bad_page_position_is_400(staff_client):
     assert staff_client.get("/console/health/", {"before": "nonsense"}).status_code == 400
+
+
+def test_schedule_page__lists_its_incidents_open_first(staff_client):
+    tenant = make_tenant("acme")
+    schedule = expecting(tenant, name="nightly-export", startWithinSeconds=60)
+    make_due(schedule, ago=timedelta(minutes=5))
+    health_pass()
+    incident = Incident.objects.get()
+    page = staff_client.get(f"/console/schedules/{schedule.id}/").content.decode()
+    table = page[page.index('id="incidents"'):]
+    assert f'data-incident="{incident.id}" class="open"' in table and "late_start" in table
