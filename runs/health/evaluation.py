@@ -2,24 +2,39 @@
 every incident a later occurrence resolved, a few set-based statements whatever the number
 of schedules. Any number of passes may run at once (`manage.py health` processes): the
 incident's unique keys (runs.models.Incident) make one incident of one breach and at most
-one open incident per schedule and kind, so a pass never reads before it writes.
+one open incident per schedule and kind: a pass inserts what it found, and the database
+drops what another pass already reported (no lock, no check before the write).
 
 The clock is database time (`now`, passed in so tests drive it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from django.conf import settings
-from django.db.models import Count, DateTimeField, DurationField, Exists, ExpressionWrapper, F, Func, Max, Min, OuterRef, Q, Value
+from django.db.models import (
+    Count,
+    DateTimeField,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Func,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    Value,
+)
 from django.db.models.functions import Coalesce, Greatest
 
+from runs.health.forecast import forecast_step
 from runs.models import UNFINISHED, Incident, IncidentKind, Run, RunState, Trigger
 from schedules.models import Schedule
 from scheduler_project.clock import authority_now, instant
 
-EARLIEST = datetime(1, 1, 2).astimezone()
+EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)  # before every instant: no success yet
 
 
 @dataclass
@@ -62,8 +77,6 @@ WATCHED = Q(deleted_at__isnull=True, paused=False)  # a paused schedule owes no 
 
 def health_pass(*, now: datetime | None = None) -> HealthStats:
     """Resolve what later occurrences met, then open what is breached now."""
-    from runs.health.forecast import forecast_step
-
     now = now or authority_now()
     stats = HealthStats()
     stats.resolved = resolve_incidents(now)
