@@ -134,3 +134,17 @@ def test_schedules_without_expectations_are_not_read(tenant):
     assert not health_pass()
     assert Schedule.objects.get(id=plain.id).expectations is None
     assert not Run.objects.exists()
+
+
+def test_late_start__a_job_type_gone_leaves_its_occurrences_late(tenant):
+    from runs import authority
+    from schedules.models import JobType
+
+    schedule = expecting(tenant, startWithinSeconds=60)
+    JobType.objects.filter(name=schedule.job_type_id).update(enabled=False)  # its declaration disappeared
+    make_due(schedule, ago=timedelta(minutes=3))
+    authority.materialize_due()
+    (run,) = Run.objects.filter(schedule=schedule)
+    assert run.state in ("pending", "queued") and run.started_at is None  # no worker has its code
+    assert health_pass().opened == {"late_start": 1}
+    assert Incident.objects.get().run_id is not None
