@@ -51,3 +51,16 @@ def test_schedule_page__lists_its_incidents_open_first(staff_client):
     page = staff_client.get(f"/console/schedules/{schedule.id}/").content.decode()
     table = page[page.index('id="incidents"'):]
     assert f'data-incident="{incident.id}" class="open"' in table and "late_start" in table
+
+
+def test_uncertain_effects_page__shows_an_uncertain_alert(staff_client):
+    from effects.models import EffectIntent, EffectState
+    from scheduler_project.clock import authority_now
+
+    now = authority_now()
+    EffectIntent.objects.create(action="alert-abc-1", kind="webhook", target={"url": "https://hooks.example.com/h"},
+                                result_key="", result_checksum="", state=EffectState.UNCERTAIN,
+                                alert={"tenantId": make_tenant("acme").id, "incidents": [{"incidentId": "inc_1"}]},
+                                created_at=now, updated_at=now)
+    page = staff_client.get("/console/effects/").content.decode()
+    assert "alert-abc-1" in page and "health alert" in page and "1 incidents" in page
