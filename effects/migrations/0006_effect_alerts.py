@@ -4,6 +4,13 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
+def forget_alerts(apps, schema_editor):
+    """Backwards: an intent without a run cannot stay (run_id becomes required again)."""
+    apps.get_model("effects", "EffectIntent").objects.filter(run__isnull=True).delete()
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the table is altered next, in this transaction
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -48,4 +55,6 @@ class Migration(migrations.Migration):
             model_name='incidentnotice',
             constraint=models.UniqueConstraint(fields=('incident', 'event', 'target'), name='incidentnotice_unique'),
         ),
+        # Last, so that going back it runs first.
+        migrations.RunPython(migrations.RunPython.noop, forget_alerts),
     ]
