@@ -2,7 +2,7 @@
 occurrences on one time axis, the history, revisions) with pause, resume and run-now
 through the API's services."""
 
-from django.db.models import Q
+from django.db.models import F, Q
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -33,6 +33,7 @@ HISTORY = 30
 AUDIT = 10  # the schedule's latest audit entries
 OCCURRENCE_SPAN = timedelta(days=366)  # the coming occurrences listed with their directives: the next COMING in it
 DIRECTIVE_VERBS = {"skip": "Skipped", "hold": "Held", "note": "Noted", "clear": "Directive removed"}
+INCIDENTS = 10  # its health incidents shown
 
 
 @staff_only
@@ -112,6 +113,8 @@ def schedule_detail(request, schedule_id):
         "orphaned": orphaned_directives(schedule),
         "held": Run.objects.filter(schedule=schedule, state=RunState.PENDING, pending_reason=PendingReason.HELD)
         .order_by("scheduled_at")[:COMING],
+        # Open ones first, then the latest resolved: which occurrence, since when, until when.
+        "incidents": schedule.incidents.order_by(F("resolved_at").desc(nulls_first=True), "-opened_at")[:INCIDENTS],
     }
     return render(request, "console/schedule.html", context)
 

@@ -1,7 +1,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from console import run_views, schedule_views, views
+from console import health_views, run_views, schedule_views, views
 
 app_name = "console"
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("runs/<str:run_id>/cancel/", run_views.run_cancel_view, name="run_cancel"),
     path("runs/<str:run_id>/replay/", run_views.run_replay_view, name="run_replay"),
     path("runs/<str:run_id>/release/", run_views.run_release_view, name="run_release"),
+    path("health/", health_views.health, name="health"),
     path("effects/", views.uncertain_effects, name="effects"),
     path("effects/<str:effect_id>/resolve/", views.resolve_effect, name="resolve_effect"),
 ]

@@ -29,7 +29,14 @@ from django.db.models import Q
 
 from effects import adapters
 from effects.adapters import ProviderOutcome
-from effects.messages import PreparedDelivery, email_message, request_record, webhook_payload
+from effects.messages import (
+    PreparedDelivery,
+    alert_email,
+    alert_payload,
+    email_message,
+    request_record,
+    webhook_payload,
+)
 from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from effects.quota import email_recipients_take
 from objectstore import ObjectMissing, download_filename, get_object_store
@@ -177,6 +184,8 @@ def _record_abandoned(intent: EffectIntent, delivery: EffectDelivery, now, locke
 
 
 def _start_delivery(intent: EffectIntent, now, locked: tuple[str, int]) -> PreparedDelivery | None:
+    if intent.alert is not None:
+        return _start_alert_delivery(intent, now, locked)
     run = intent.run
     target = intent.target or {}
     number = intent.delivery_count + 1
@@ -225,6 +234,34 @@ def _start_delivery(intent: EffectIntent, now, locked: tuple[str, int]) -> Prepa
     return prepared
 
 
+def _start_alert_delivery(intent: EffectIntent, now, locked: tuple[str, int]) -> PreparedDelivery | None:
+    """A health alert (effects.alerts): no run, no result; the message lists its incidents."""
+    number = intent.delivery_count + 1
+    prepared = PreparedDelivery(
+        intent_id=intent.id, delivery_id=0, number=number, action=intent.action, kind=intent.kind,
+        target=intent.target or {}, run_id="", schedule_id="", schedule_name="", scheduled_at=None, result_key="",
+        result_version_id=None, result_checksum="", result_size=None, result_content_type="", attach=False,
+        link_seconds=0, alert=intent.alert,
+    )
+    prepared.request = request_record(prepared, now)
+    intent.delivery_count = number
+    intent.updated_at = now
+    missing = _missing_target(intent)
+    if missing:
+        _settle_unsent(intent, prepared, now, adapters.SKIPPED, missing, locked)
+        return None
+    tenant_id = intent.alert["tenantId"]
+    if intent.kind == EffectKind.EMAIL and not email_recipients_take(tenant_id, len(intent.target["to"]), now):
+        why = "the tenant's daily cap on email recipients is reached"
+        _settle_unsent(intent, prepared, now, adapters.FAILED, why, locked, reason="quota_exceeded")
+        return None
+    delivery = EffectDelivery.objects.create(intent=intent, number=number, started_at=now, request=prepared.request)
+    intent.next_attempt_at = now + timedelta(seconds=settings.EFFECT_INFLIGHT_SECONDS)
+    _write(intent, locked)
+    prepared.delivery_id = delivery.id
+    return prepared
+
+
 def _settle_unsent(intent: EffectIntent, prepared: PreparedDelivery, now, outcome: str, why: str,
                    locked: tuple[str, int], reason="") -> None:
     """Settle without a provider request, recorded like any other delivery."""
@@ -252,6 +289,11 @@ def perform(p: PreparedDelivery) -> ProviderOutcome:
     if transaction.get_connection().in_atomic_block:
         raise RuntimeError("effect deliveries must not run inside a database transaction")
     try:
+        if p.alert is not None and p.kind == EffectKind.EMAIL:
+            return adapters.send_email(alert_email(p), timeout=settings.EFFECT_TIMEOUT_SECONDS)
+        if p.alert is not None:
+            return adapters.post_webhook(p.target["url"], alert_payload(p), idempotency_key=p.action,
+                                         timeout=settings.EFFECT_TIMEOUT_SECONDS)
         if p.kind == EffectKind.EMAIL:
             return _perform_email(p)
         return _perform_webhook(p)
@@ -360,6 +402,8 @@ def _settle(intent: EffectIntent, outcome: str, now, *, reason: str = "") -> Non
 
 
 def _policy(intent: EffectIntent) -> str:
+    if intent.run_id is None:  # a health alert: the operator's choice for every alert
+        return settings.HEALTH_ALERT_UNCERTAIN_POLICY
     policy = JobType.objects.filter(name=intent.run.job_type).values_list("uncertain_effect_policy", flat=True).first()
     return policy or UncertainEffectPolicy.HOLD
 

@@ -46,6 +46,7 @@ class PreparedDelivery:
     result_filename: str = ""  # the job's own file name; "" when it gave none
     trigger: str = "schedule"  # the run's: "schedule", or "manual" for a run once
     request: dict = field(default_factory=dict)
+    alert: dict | None = None  # a health alert (effects.alerts): what it lists; no run, no result
 
 
 # Control (CR, LF, NUL, BEL, tab), format (bidi overrides such as U+202E, zero-width
@@ -71,6 +72,8 @@ def message_id(action: str) -> str:
 
 def request_record(p: PreparedDelivery, now) -> dict:
     """What the delivery will send, recorded on its row before anything is sent."""
+    if p.alert is not None:
+        return _alert_record(p)
     record = {"identity": p.action, "resultVersion": p.result_version_id, "checksum": p.result_checksum}
     if p.kind == EffectKind.EMAIL:
         record |= {
@@ -167,3 +170,44 @@ def _email_body(p: PreparedDelivery, link: str | None) -> str:
     else:
         lines += ["", "The result is attached."]
     return "\n".join(lines) + "\n"
+
+
+# --- Health alerts ---------------------------------------------------------------------------
+
+
+def _alert_record(p: PreparedDelivery) -> dict:
+    record = {"identity": p.action, "incidents": [line["incidentId"] for line in p.alert["incidents"]]}
+    if p.kind == EffectKind.EMAIL:
+        return record | {"messageId": message_id(p.action), "from": settings.DEFAULT_FROM_EMAIL,
+                         "to": list(p.target.get("to") or []), "subject": _alert_subject(p)}
+    return record | {"url": p.target.get("url", ""), "idempotencyKey": p.action}
+
+
+def alert_email(p: PreparedDelivery) -> EmailMessage:
+    """The alert mail: one line per incident event it tells."""
+    lines = [_alert_line(line) for line in p.alert["incidents"]]
+    body = "\n".join(["Schedule health:", "", *lines, ""])
+    return EmailMessage(subject=_alert_subject(p), body=body, from_email=settings.DEFAULT_FROM_EMAIL,
+                        to=list(p.target["to"]),
+                        headers={"Message-ID": message_id(p.action), "X-Scheduler-Action": p.action})
+
+
+def alert_payload(p: PreparedDelivery) -> dict:
+    return {"action": p.action, "type": "schedule_health", "incidents": p.alert["incidents"]}
+
+
+def _alert_subject(p: PreparedDelivery) -> str:
+    incidents = p.alert["incidents"]
+    if len(incidents) == 1:
+        line = incidents[0]
+        return header_text(f"{line['scheduleName'] or line['scheduleId']}: {line['kind']} incident {line['event']}")
+    opened = sum(1 for line in incidents if line["event"] == "opened")
+    return f"Schedule health: {opened} incidents opened, {len(incidents) - opened} resolved"
+
+
+def _alert_line(line: dict) -> str:
+    name = header_text(line["scheduleName"] or "") or line["scheduleId"]
+    occurrence = f" for {line['instant']}" if line["instant"] else ""
+    run = f" (run {line['runId']})" if line["runId"] else ""
+    when = line["resolvedAt"] if line["event"] == "resolved" else line["openedAt"]
+    return f"- {line['kind']} {line['event']} at {when}: {name}{occurrence}{run} [{line['incidentId']}]"

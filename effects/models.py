@@ -24,11 +24,16 @@ class EffectState(models.TextChoices):
 
 
 class EffectIntent(models.Model):
-    """Created only by a committed canonical publication, in the same transaction."""
+    """Created only by a committed canonical publication, in the same transaction; or, with
+    `alert` and no run, by a health alert digest (effects.alerts), with its notices."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_effect_id, editable=False)
     action = models.CharField(max_length=120, unique=True)
-    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="effect_intents")
+    run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.CASCADE,
+                            related_name="effect_intents")
+    # A health alert: {"tenantId", "incidents": [{"incidentId", "event", ...}, ...]}, what the
+    # message lists, fixed when the intent is created so every delivery says the same.
+    alert = models.JSONField(null=True, blank=True)
     kind = models.CharField(max_length=10, choices=EffectKind.choices)
     target = models.JSONField(default=dict)
     result_key = models.CharField(max_length=500)
@@ -48,6 +53,10 @@ class EffectIntent(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(run__isnull=False) | Q(alert__isnull=False),
+                                   name="effect_run_or_alert"),
+        ]
         # The two probes of claim_next_delivery: undated pending intents (due now), then dated
         # ones by due time. Settled and held intents are in neither.
         indexes = [
@@ -106,3 +115,24 @@ class EmailUsage(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "day"], name="emailusage_tenant_day_unique")]
+
+
+class NoticeEvent(models.TextChoices):
+    OPENED = "opened"
+    RESOLVED = "resolved"
+
+
+class IncidentNotice(models.Model):
+    """One event of an incident (opened, resolved) told to one of its schedule's alert
+    targets, by the alert intent that lists it: unique, so never told twice; written with
+    that intent, so never lost (an event without its notice is found by the next digest)."""
+
+    incident = models.ForeignKey("runs.Incident", on_delete=models.CASCADE, related_name="notices", db_index=False)
+    event = models.CharField(max_length=8, choices=NoticeEvent.choices)
+    target = models.CharField(max_length=10, choices=EffectKind.choices)
+    intent = models.ForeignKey(EffectIntent, on_delete=models.CASCADE, related_name="notices")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["incident", "event", "target"], name="incidentnotice_unique"),
+        ]

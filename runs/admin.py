@@ -3,7 +3,7 @@
 from django.contrib import admin
 
 from runs.authority import run_cancel
-from runs.models import Attempt, Outbox, Run, StoredObject
+from runs.models import Attempt, Incident, Outbox, Run, StoredObject
 from scheduler_project.http.representations import run_progress_representation
 from schedules.admin import ReadOnlyAdmin, apply_to_each
 from schedules.admin_forms import schedule_zone, zoned
@@ -66,3 +66,14 @@ class StoredObjectAdmin(ReadOnlyAdmin):
     list_display = ("key", "version_id", "run", "fence", "state", "checksum", "size", "created_at")
     list_filter = ("state",)
     search_fields = ("key", "run__id")
+
+
+@admin.register(Incident)
+class IncidentAdmin(ReadOnlyAdmin):
+    """Schedule health incidents, as the health evaluation opened and resolved them."""
+
+    list_display = ("id", "schedule", "kind", "run_id", "instant", "opened_at", "resolved_at", "resolution")
+    list_filter = ("kind", "resolution")
+    search_fields = ("id", "schedule__id", "schedule__name")
+    list_select_related = ("schedule",)
+    date_hierarchy = "opened_at"

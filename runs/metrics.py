@@ -97,6 +97,22 @@ class BacklogCollector:
         yield oldest
         yield depth
         yield open_effects()
+        yield open_incidents()
+
+
+def open_incidents() -> GaugeMetricFamily:
+    """Open health incidents by tenant and kind (never by schedule: the cardinality stays
+    tenants x 4), one grouped read of the open-incident index."""
+    from runs.health.selectors import open_incident_counts
+    from runs.models import IncidentKind
+
+    gauge = GaugeMetricFamily("scheduler_open_incidents", "Open schedule health incidents by tenant and kind.",
+                              labels=["tenant", "kind"])
+    counts = open_incident_counts()
+    for tenant in sorted({tenant for tenant, _ in counts}):
+        for kind in IncidentKind.values:
+            gauge.add_metric([tenant, kind], counts.get((tenant, kind), 0))
+    return gauge
 
 
 def open_effects() -> GaugeMetricFamily:

@@ -247,6 +247,8 @@ class Run(models.Model):
             ),
             # Retention reads finished runs only; unfinished ones stay out of the index.
             models.Index(fields=["finished_at"], name="run_ended_idx", condition=Q(finished_at__isnull=False)),
+            # Failures finished lately: the health evaluation's failure streaks start from them.
+            models.Index(fields=["finished_at"], name="run_failed_idx", condition=Q(state="failed")),
         ]
 
     def __str__(self):
@@ -471,3 +473,57 @@ class BucketLease(models.Model):
     scanner_id = models.CharField(max_length=100, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveBigIntegerField(default=0)  # owner changes: the bucket's routing version
+
+
+def new_incident_id():
+    return new_id("inc")
+
+
+class IncidentKind(models.TextChoices):
+    LATE_START = "late_start"  # an occurrence not started startWithinSeconds after its instant
+    LONG_RUNNING = "long_running"  # a run not finished finishWithinSeconds after it started
+    FAILURES = "failures"  # maxConsecutiveFailures runs in a row failed
+    FORECAST = "forecast"  # the capacity forecast predicts the next instant will start late
+
+
+class Incident(models.Model):
+    """A breach of a schedule's expectations, opened and resolved by the health evaluation
+    (runs.health) on database time. Any number of evaluators may run: the unique keys make
+    one incident of one breach, and at most one open incident per schedule and kind."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_incident_id, editable=False)
+    tenant = models.ForeignKey("schedules.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
+    schedule = models.ForeignKey("schedules.Schedule", on_delete=models.CASCADE, related_name="incidents",
+                                 db_index=False)
+    kind = models.CharField(max_length=12, choices=IncidentKind.choices)
+    # What was breached, within the schedule and kind: the instant of a late or forecast
+    # occurrence, the long run's id, the first run of a failure streak. One incident each.
+    breach_key = models.CharField(max_length=120)
+    # The occurrence concerned (none when it was never materialized); no constraint: retention
+    # may delete the run while its incident stays readable.
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False,
+                            related_name="+")
+    instant = models.DateTimeField(null=True, blank=True)  # that occurrence's instant
+    opened_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    # recovered, instant_passed, expectation_removed, schedule_deleted
+    resolution = models.CharField(max_length=24, blank=True, default="")
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "kind"], condition=Q(resolved_at__isnull=True),
+                                    name="incident_one_open"),
+            models.UniqueConstraint(fields=["schedule", "kind", "breach_key"], name="incident_one_per_breach"),
+            models.CheckConstraint(condition=Q(resolved_at__isnull=True) | Q(resolved_at__gte=models.F("opened_at")),
+                                   name="incident_resolved_after_opened"),
+        ]
+        indexes = [
+            # GET /incidents pages a tenant's incidents newest first.
+            models.Index(fields=["tenant", "-opened_at", "-id"], name="incident_tenant_idx"),
+            # The open ones: the evaluation's resolutions, the gauge, a schedule's health.
+            models.Index(fields=["tenant", "kind"], name="incident_open_idx", condition=Q(resolved_at__isnull=True)),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} {self.schedule_id} ({self.id})"

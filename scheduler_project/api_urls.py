@@ -9,6 +9,7 @@ from scheduler_project.http.calendars import (
     CalendarRevisionsView,
 )
 from scheduler_project.http.concurrency_keys import ConcurrencyKeyListView, ConcurrencyKeyView
+from scheduler_project.http.health import IncidentCollectionView, ScheduleHealthView
 from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
 from scheduler_project.http.occurrences import ScheduleOccurrencesView, ScheduleOccurrenceView
 from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunReleaseView, RunReplayView, RunResultView
@@ -50,6 +51,8 @@ urlpatterns = [
     path("schedules/<str:schedule_id>/occurrences", ScheduleOccurrencesView.as_view(), name="schedule-occurrences"),
     path("schedules/<str:schedule_id>/occurrences/<str:at>", ScheduleOccurrenceView.as_view(),
          name="schedule-occurrence"),
+    path("schedules/<str:schedule_id>/health", ScheduleHealthView.as_view(), name="schedule-health"),
+    path("incidents", IncidentCollectionView.as_view(), name="incident-list"),
     path("audit", AuditView.as_view(), name="audit-list"),
     path("capacity/forecast", CapacityForecastView.as_view(), name="capacity-forecast"),
     path("concurrency-keys", ConcurrencyKeyListView.as_view(), name="concurrency-key-list"),

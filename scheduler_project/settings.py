@@ -283,6 +283,23 @@ EFFECT_MESSAGE_ID_DOMAIN = os.environ.get("EFFECT_MESSAGE_ID_DOMAIN", "scheduler
 # Webhooks reach public addresses only; these CIDRs or host names open internal receivers.
 WEBHOOK_ALLOWED_NETWORKS = env_list("WEBHOOK_ALLOWED_NETWORKS")
 
+# --- Schedule health (`manage.py health`, runs.health, effects.alerts) -------------------
+# One evaluation pass this often; an incident opens at most this long after its breach.
+HEALTH_INTERVAL_SECONDS = float(os.environ.get("HEALTH_INTERVAL_SECONDS", 15))
+# A failure streak is looked at when one of its failures finished this recently.
+HEALTH_LOOKBACK_SECONDS = env_int("HEALTH_LOOKBACK_SECONDS", 3600)
+# A forecast incident is opened this far ahead of the instant predicted late (at least 5 minutes).
+HEALTH_FORECAST_AHEAD_SECONDS = env_int("HEALTH_FORECAST_AHEAD_SECONDS", 600)
+# Each health process simulates the forecast at most this often (it costs more than the rest
+# of a pass). An instant stays in the forecast's window (5 minutes to
+# HEALTH_FORECAST_AHEAD_SECONDS ahead) longer than this, so it is forecast before it is 5 minutes away.
+HEALTH_FORECAST_INTERVAL_SECONDS = env_int("HEALTH_FORECAST_INTERVAL_SECONDS", 60)
+# Alerts: at most one message per target in this many seconds, listing every incident since.
+HEALTH_DIGEST_SECONDS = env_int("HEALTH_DIGEST_SECONDS", 60)
+# An alert whose delivery may have reached its target: hold (an operator decides, as for a
+# job type's effects) or retry (deliver again under the same Message-ID / Idempotency-Key).
+HEALTH_ALERT_UNCERTAIN_POLICY = os.environ.get("HEALTH_ALERT_UNCERTAIN_POLICY", "hold")
+
 # --- Retention --------------------------------------------------------------------------
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 30)
 OBJECT_RETENTION_DAYS = env_int("OBJECT_RETENTION_DAYS", 7)

@@ -171,7 +171,7 @@ SUMMARY = ("id", "tenant", "job_type", "job_type_available", "revision", "paused
 TIMES = ("zone", "next_run", "created", "updated", "paused_since", "paused_until_shown", "deleted", "next_five_instants")
 VIEW_ONLY = ("name", "params", "recurrence", "misfire_policy", "misfire_grace_seconds", "overlap_policy",
              "retry_max_attempts", "retry_initial_delay_seconds", "retry_max_delay_seconds", *CAPACITY, "effects",
-             *WINDOW, "occurrences_materialized", "labels", "calendar")
+             *WINDOW, "occurrences_materialized", "labels", "calendar", "expectations")
 RECENT_RUNS = 20
 RECENT_AUDIT = 20
 COMING_OCCURRENCES = 10
@@ -212,7 +212,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                 ("Window", {"fields": WINDOW}),
                 ("Policies", {"fields": POLICIES}),
                 ("Capacity", {"fields": CAPACITY}),
-                ("Effects", {"fields": ("effects", "labels", *CONTROL)}),
+                ("Effects", {"fields": ("effects", "expectations", "labels", *CONTROL)}),
             ]
         if self.has_change_permission(request, obj):
             editable = [
@@ -221,7 +221,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                 ("Window", {"fields": (*WINDOW, "occurrences_materialized")}),
                 ("Policies", {"fields": POLICIES}),
                 ("Capacity", {"fields": CAPACITY}),
-                ("Effects", {"fields": ("effects", *CONTROL)}),
+                ("Effects", {"fields": ("effects", "expectations", *CONTROL)}),
             ]
         else:
             editable = [(None, {"fields": (*SUMMARY, *VIEW_ONLY)})]

@@ -49,6 +49,7 @@ BODY_KEYS = {
     "concurrency_key": "concurrencyKey",
     "labels": "labels",
     "calendar": "calendar",
+    "expectations": "expectations",
 }
 # Window fields (instants as the admin's date and time boxes give them); an emptied box clears one.
 WINDOW_KEYS = {"active_from": "activeFrom", "active_until": "activeUntil", "end_after_occurrences": "endAfterOccurrences"}
@@ -183,6 +184,11 @@ class ScheduleForm(forms.ModelForm):
         required=False, initial=dict,
         help_text='At most 20 string pairs, e.g. {"team": "finance"}; the API\'s filters select by them.',
     )
+    expectations = forms.JSONField(
+        required=False, label="Health expectations",
+        help_text='e.g. {"startWithinSeconds": 120, "finishWithinSeconds": 900, "maxConsecutiveFailures": 3, '
+                  '"alert": {"email": {"to": ["ops@example.com"]}}}; empty: none.',
+    )
     # The revision this edit applies to, and the rule whose instants were last shown.
     expected_revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
     previewed = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -239,6 +245,8 @@ class ScheduleForm(forms.ModelForm):
                 body[BODY_KEYS[field]] = {}  # an emptied box clears them
         if "calendar" in changed and values.get("calendar") is None:
             body["calendar"] = None  # an emptied box removes the calendars
+        if "expectations" in changed and not values.get("expectations"):
+            body["expectations"] = None  # an emptied box removes them
         if "start_deadline_seconds" in changed and values.get("start_deadline_seconds") is None:
             body["startDeadlineSeconds"] = None  # an emptied box removes the promise
         if changed & set(RECURRENCE_FIELDS):

@@ -159,6 +159,9 @@ MAX_CONCURRENCY_LIMIT = 100_000  # more than any tenant's active-run quota: a la
 CONCURRENCY_KEY = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$",
                                  message="letters, digits and . _ : - only, starting with a letter or digit")
 MAX_PAUSE_REASON_LENGTH = 500
+# Expectations (schedule health): the bounds a request may give them.
+MAX_EXPECTATION_SECONDS = 7 * 86400
+MAX_EXPECTED_FAILURES = 100
 
 
 class Schedule(models.Model):
@@ -209,6 +212,13 @@ class Schedule(models.Model):
     # in between are recorded when next_run_at is materialized, and a calendar edit computes
     # next_run_at again from here. Null: from next_run_at itself.
     next_run_from = models.DateTimeField(null=True, blank=True)
+    # What the health evaluation (runs.health) holds the schedule to, as the API gives it
+    # ({"startWithinSeconds", "finishWithinSeconds", "maxConsecutiveFailures", "alert"}); null:
+    # none. The three bounds are copied into columns so one statement evaluates every schedule.
+    expectations = models.JSONField(null=True, blank=True)
+    expect_start_within_seconds = models.PositiveIntegerField(null=True, blank=True)
+    expect_finish_within_seconds = models.PositiveIntegerField(null=True, blank=True)
+    expect_max_consecutive_failures = models.PositiveIntegerField(null=True, blank=True)
     # Null while paused, deleted, ended, or (after_completion) while an occurrence is active.
     next_run_at = models.DateTimeField(null=True, blank=True)
     # The window (activeFrom, activeUntil): no occurrence outside it; null: open.
@@ -248,6 +258,10 @@ class Schedule(models.Model):
                          condition=Q(paused_until__isnull=False)),
             models.Index(fields=["pause_action", "id"], name="schedule_pause_action_idx",
                          condition=Q(pause_action__isnull=False)),
+            # The health evaluation's schedules with a start expectation by next instant: the ones
+            # overdue, or within the forecast's window, without reading the others.
+            models.Index(fields=["next_run_at"], name="schedule_expect_start_idx",
+                         condition=Q(expect_start_within_seconds__isnull=False, next_run_at__isnull=False)),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(revision__gte=1), name="schedule_revision_positive"),

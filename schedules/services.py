@@ -378,3 +378,8 @@ def _apply_payload(schedule: Schedule, payload: dict) -> None:
     schedule.active_from, schedule.active_until, schedule.end_after_occurrences = payload_window(payload)
     schedule.labels = payload.get("labels") or {}
     schedule.calendar = payload.get("calendar") or None
+    expectations = payload.get("expectations") or None
+    schedule.expectations = expectations
+    schedule.expect_start_within_seconds = (expectations or {}).get("startWithinSeconds")
+    schedule.expect_finish_within_seconds = (expectations or {}).get("finishWithinSeconds")
+    schedule.expect_max_consecutive_failures = (expectations or {}).get("maxConsecutiveFailures")

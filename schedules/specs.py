@@ -40,6 +40,7 @@ class ScheduleSpec:
     cleared: frozenset = frozenset()  # payload keys an edit set to null (window fields, calendar)
     labels: dict | None = None  # replaces every label ({} clears them)
     calendar: dict | None = None  # {"calendarIds", "policy"}; "calendar" in `cleared`: removed
+    expectations: dict | None = None  # replaces them ({} removes them)
 
     def anchored(self, now: datetime) -> "ScheduleSpec":
         """An interval rule given without an anchor starts at `now`, the authority's time of the write."""
@@ -73,8 +74,11 @@ class ScheduleSpec:
             "endAfterOccurrences": self.end_after_occurrences,
             "labels": self.labels,
             "calendar": self.calendar,
+            "expectations": self.expectations,
         }
         payload = {**base, **{key: value for key, value in given.items() if value is not None}}
+        if payload.get("expectations") == {}:
+            payload.pop("expectations")
         if payload.get("startDeadlineSeconds") == 0:
             payload["startDeadlineSeconds"] = None
         for key in self.cleared:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0024_run_directives'),
+        ('runs', '0025_incidents'),
     ]
 
     operations = [

@@ -41,6 +41,7 @@ def schedule_representation(schedule) -> dict:
         "ended": schedule_ended(schedule, now=authority_now),
         "labels": schedule.labels,
         "calendar": schedule.calendar,
+        "expectations": schedule.expectations,
         "revision": schedule.revision,
         "paused": schedule.paused,
         "pausedUntil": instant(schedule.paused_until) if schedule.paused else None,
@@ -106,6 +107,7 @@ def revision_representation(revision) -> dict:
         "jitterSeconds": payload.get("jitterSeconds") or 0,
         "concurrencyKey": payload.get("concurrencyKey") or None,
         "labels": payload.get("labels") or {},
+        "expectations": payload.get("expectations"),
         "retry": {key: _number(value) for key, value in payload.get("retry", {}).items()},
         "instantsDiff": revision.instants_diff,
     }

@@ -23,6 +23,8 @@ from schedules.recurrence import MAX_HASH_KEY_LENGTH
 from schedules.models import (
     CONCURRENCY_KEY,
     MAX_CONCURRENCY_KEY_LENGTH,
+    MAX_EXPECTATION_SECONDS,
+    MAX_EXPECTED_FAILURES,
     MAX_LABEL_KEY_LENGTH,
     MAX_LABEL_VALUE_LENGTH,
     MAX_LABELS,
@@ -258,6 +260,42 @@ class EffectsSerializer(StrictSerializer):
         return {kind: dict(effect) for kind, effect in attrs.items() if effect is not None}
 
 
+class AlertEmailSerializer(EmailEffectSerializer):
+    attach = None  # an alert carries no result
+
+
+class AlertTargetsSerializer(StrictSerializer):
+    email = AlertEmailSerializer(required=False, allow_null=True)
+    webhook = WebhookEffectSerializer(required=False, allow_null=True)
+
+    def validate(self, attrs):
+        return {kind: dict(target) for kind, target in attrs.items() if target is not None}
+
+
+class ExpectationsSerializer(StrictSerializer):
+    startWithinSeconds = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_EXPECTATION_SECONDS,
+        help_text="An occurrence not started this long after its instant opens a late_start incident",
+    )
+    finishWithinSeconds = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_EXPECTATION_SECONDS,
+        help_text="A run not finished this long after it started opens a long_running incident",
+    )
+    maxConsecutiveFailures = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_EXPECTED_FAILURES,
+        help_text="This many runs failed in a row open a failures incident",
+    )
+    alert = AlertTargetsSerializer(required=False, allow_null=True,
+                                   help_text="Who is told when an incident opens and resolves (effects rules)")
+
+    def validate(self, attrs):
+        given = {key: value for key, value in attrs.items() if value not in (None, {})}
+        if not set(given) - {"alert"}:
+            raise serializers.ValidationError(
+                "name at least one of startWithinSeconds, finishWithinSeconds, maxConsecutiveFailures")
+        return given
+
+
 class ScheduleCreateSerializer(StrictSerializer):
     name = NameField(max_length=MAX_NAME_LENGTH)
     jobType = StrictCharField(
@@ -299,6 +337,8 @@ class ScheduleCreateSerializer(StrictSerializer):
     labels = LabelsField(required=False, help_text=f"At most {MAX_LABELS} string pairs; an edit replaces them all")
     calendar = ScheduleCalendarField(required=False, allow_null=True,
                                      help_text="{calendarIds, policy: skip | shift_before | shift_after}; null: none")
+    expectations = ExpectationsSerializer(required=False, allow_null=True,
+                                          help_text="Schedule health: what opens an incident; null: none")
 
     def validate(self, attrs):
         if "calendar" in attrs and attrs["calendar"] is None:
@@ -309,6 +349,8 @@ class ScheduleCreateSerializer(StrictSerializer):
             raise serializers.ValidationError({"calendar": ["does not apply to an after_completion recurrence"]})
         if "effects" in attrs and attrs["effects"] is None:
             attrs["effects"] = {}  # null removes every effect
+        if "expectations" in attrs:
+            attrs["expectations"] = dict(attrs["expectations"] or {})  # null removes them
         if "start_deadline_seconds" in attrs and attrs["start_deadline_seconds"] is None:
             attrs["start_deadline_seconds"] = 0  # null removes the promise
         if "concurrency_key" in attrs and attrs["concurrency_key"] is None:

@@ -11,7 +11,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from schedules.models import AuthorKind, MisfirePolicy, OverlapPolicy, ResourceClass, UncertainEffectPolicy
-from scheduler_project.http.schedule_requests import EffectsSerializer
+from scheduler_project.http.schedule_requests import EffectsSerializer, ExpectationsSerializer
 from scheduler_project.http.validation import (
     MAX_BIGINT,
     ChecksumField,
@@ -94,6 +94,7 @@ class RevisedFieldsSerializer(serializers.Serializer):
     labels = serializers.DictField(child=serializers.CharField(), help_text="At most 20 string pairs")
     calendar = serializers.DictField(allow_null=True, help_text="{calendarIds, policy}: the calendars whose excluded "
                                                                 "dates the rule's instants skip or move around")
+    expectations = ExpectationsSerializer(allow_null=True, help_text="Schedule health; null: none")
 
 
 class RuleWarningSerializer(serializers.Serializer):

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('schedules', '0015_occurrence_directives'),
+        ('schedules', '0016_schedule_expectations'),
     ]
 
     operations = [

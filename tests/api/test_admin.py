@@ -116,6 +116,15 @@ def preview_shown(response) -> list[str]:
     return response.context["adminform"].form.preview or []
 
 
+def test_admin_add__stores_health_expectations(admin_client, tenant):
+    first = admin_client.post(ADD_URL, add_form(tenant, expectations='{"startWithinSeconds": 120}'))
+    assert preview_shown(first)
+    second = admin_client.post(ADD_URL, change_form(first))
+    assert second.status_code == 302, form_errors(second)
+    schedule = Schedule.objects.get()
+    assert schedule.expectations == {"startWithinSeconds": 120} and schedule.expect_start_within_seconds == 120
+
+
 def test_admin_add__shows_five_instants_first_then_creates_through_the_service(admin_client, tenant):
     first = admin_client.post(ADD_URL, add_form(tenant))
     lines = preview_shown(first)
@@ -168,6 +177,9 @@ def test_admin_add__a_changed_rule_is_previewed_again(admin_client, tenant):
         ({"retry_max_attempts": "0"}, "retry_max_attempts", "maxAttempts"),
         ({"effects": '{"email": {"to": ["not-an-address"]}}'}, "effects", "email"),
         ({"effects": '{"webhook": {"url": "http://127.0.0.1/hook"}}'}, "effects", "public host"),
+        ({"expectations": '{"startWithinSeconds": 0}'}, "expectations", "startWithinSeconds"),
+        ({"expectations": '{"startWithinSeconds": 60, "alert": {"webhook": {"url": "http://10.0.0.1/"}}}'},
+         "expectations", "public host"),
     ],
 )
 def test_admin_add__bad_input_is_a_form_error_on_its_field(admin_client, tenant, overrides, field, message):

@@ -32,6 +32,7 @@ def test_revisions__newest_first_with_what_each_set(client, schedule):
         "revision", "createdAt", "authorKind", "name", "params", "recurrence", "misfirePolicy",
         "misfireGraceSeconds", "overlapPolicy", "retry", "effects", "startDeadlineSeconds", "jitterSeconds",
         "concurrencyKey", "activeFrom", "activeUntil", "endAfterOccurrences", "labels", "calendar", "instantsDiff",
+        "expectations",
     }
     assert (first["startDeadlineSeconds"], first["jitterSeconds"]) == (None, 0)
     assert first["authorKind"] == "api" and first["createdAt"].endswith("Z")

@@ -120,7 +120,7 @@ def test_pages__their_queries_do_not_grow_with_the_rows_they_show(tenant, staff_
     run = Run.objects.filter(schedule_id=first[0]).order_by("-scheduled_at").first()
     pages = ["/console/", "/console/next-24-hours/", "/console/schedules/", f"/console/schedules/{first[0]}/",
              f"/console/runs/?tenant={tenant.id}", f"/console/runs/?tenant={tenant.id}&state=failed",
-             f"/console/runs/{run.id}/", "/console/effects/"]
+             f"/console/runs/{run.id}/", "/console/effects/", "/console/health/"]
 
     def statements() -> dict[str, int]:
         counted = {}

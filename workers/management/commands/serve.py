@@ -43,6 +43,7 @@ def service_commands(*, host: str, port: int, redis: bool) -> dict[str, list[str
         "scan": manage + ["scan"],
         "sweep": manage + ["sweep"],
         "effects": manage + ["effects"],
+        "health": manage + ["health"],
         "cleanup": manage + ["cleanup"],
     }
     if redis:

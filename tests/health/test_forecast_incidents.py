@@ -1,0 +1,64 @@
+"""Forecast incidents: opened at least 5 minutes before an instant the capacity forecast
+predicts will start later than startWithinSeconds; resolved when the forecast recovers or
+the instant passes."""
+
+from datetime import timedelta
+
+import pytest
+
+from runs.capacity.live import slots_report, slots_withdraw
+from runs.health.evaluation import health_pass
+from runs.models import Incident
+from schedules.models import Schedule
+from scheduler_project.clock import authority_now
+from tests.health.steps import expecting
+
+pytestmark = pytest.mark.django_db
+
+
+def due_in(schedule, seconds):
+    at = (authority_now() + timedelta(seconds=seconds)).replace(microsecond=0)
+    Schedule.objects.filter(id=schedule.id).update(next_run_at=at)
+    return at
+
+
+def test_no_slots__the_next_instant_is_at_risk_before_it_comes(tenant):
+    schedule = expecting(tenant, startWithinSeconds=60)
+    at = due_in(schedule, 7 * 60)
+    stats = health_pass()
+    assert stats.opened == {"forecast": 1}
+    incident = Incident.objects.get()
+    assert incident.instant == at and incident.run_id is None
+    assert (at - incident.opened_at) >= timedelta(minutes=5)
+    assert incident.detail["predictedLatenessSeconds"] is None  # nothing would ever start it
+    assert not health_pass().opened  # one incident of this instant
+
+
+def test_too_close_or_too_far__no_forecast_incident(tenant, settings):
+    settings.HEALTH_FORECAST_AHEAD_SECONDS = 600
+    near = expecting(tenant, name="near", startWithinSeconds=60)
+    far = expecting(tenant, name="far", startWithinSeconds=60)
+    due_in(near, 2 * 60)  # under 5 minutes ahead: not forecast (late_start will watch it)
+    due_in(far, 60 * 60)
+    assert not health_pass().opened
+
+
+def test_slots_arrive__the_forecast_recovers_and_resolves_it(tenant):
+    schedule = expecting(tenant, startWithinSeconds=60)
+    due_in(schedule, 7 * 60)
+    health_pass()
+    slots_report("worker-a", {"short": 4, "long": 4, "memory": 4})
+    try:
+        assert health_pass().resolved == {"forecast": 1}
+    finally:
+        slots_withdraw("worker-a")
+    assert Incident.objects.get().resolution == "recovered"
+
+
+def test_the_instant_passes__resolved(tenant):
+    schedule = expecting(tenant, startWithinSeconds=60)
+    at = due_in(schedule, 7 * 60)
+    health_pass()
+    stats = health_pass(now=at + timedelta(seconds=1))
+    assert stats.resolved.get("forecast") == 1
+    assert Incident.objects.get(kind="forecast").resolution == "instant_passed"
