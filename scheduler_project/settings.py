@@ -54,7 +54,9 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", _default_hosts)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # The admin's registrations are read where its URLs are (scheduler_project/urls.py calls
+    # autodiscover): a worker or scanner process never imports the admin modules.
+    "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -7,6 +7,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from runs.metrics import metrics_view
 from scheduler_project.http.errors import read_only
 
+admin.autodiscover()  # here, not at start-up (settings.py): only processes that serve URLs need it
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("console/", include("console.urls")),
