@@ -20,7 +20,7 @@ from schedules.locks import lock_schedule
 from schedules.models import (
     MAX_DIRECTIVES, AuditAction, DirectiveAction, OccurrenceDirective, Schedule,
 )
-from schedules.selectors import schedule_rule
+from schedules.selectors import occurrences_left, schedule_rule
 from scheduler_project.clock import authority_now, instant as iso
 from scheduler_project.errors import InvalidRequest, InvalidState, NotAnOccurrence, NotFound, QuotaExceeded
 
@@ -29,6 +29,9 @@ MAX_OCCURRENCES = 1000  # per page of GET /schedules/{id}/occurrences
 DIFF_DAYS = 30  # an edit's instantsDiff covers this many days
 MAX_DIFF = 200  # instants per side of an instantsDiff
 DIFF_WALK = 5000
+# How many instants ahead of the schedule's next run the listing walks to find where its
+# endAfterOccurrences ends it; a schedule with more left than this is listed without its end.
+COUNT_WALK = 100_000
 
 
 def is_rule_instant(rule: recurrence.Rule | None, at: datetime) -> bool:
@@ -94,8 +97,12 @@ def directive_delete(*, tenant, schedule_id: str, at: datetime, actor: Actor = U
 def _check_instant(schedule: Schedule, at: datetime, now: datetime) -> None:
     if at > now + HORIZON:
         raise InvalidRequest(f"a directive reaches at most {HORIZON.days} days ahead", field="instant")
-    if not is_rule_instant(schedule_rule(schedule), at):
+    rule = schedule_rule(schedule)
+    if not is_rule_instant(rule, at):
         raise NotAnOccurrence(f"the schedule's rule does not produce {iso(at)}", details={"field": "instant"})
+    if (end := count_end(schedule, rule, at)) is not None and at > end:
+        raise NotAnOccurrence(f"the schedule ends (endAfterOccurrences) before {iso(at)}",
+                              details={"field": "instant"})
     if at <= now or materialized(schedule, at):
         raise InvalidState("this occurrence is already materialized (or passed); a directive can no longer apply")
 
@@ -129,8 +136,25 @@ def occurrences_between(schedule: Schedule, start: datetime, end: datetime, limi
         schedule_id=schedule.id, trigger=Trigger.SCHEDULE, scheduled_at__gte=instants[0],
         scheduled_at__lte=instants[-1]).values_list("scheduled_at", "id"))
     states = dict(Run.objects.filter(id__in=runs.values()).values_list("id", "state")) if runs else {}
+    end = count_end(schedule, rule, instants[-1])
     return [Occurrence(at, recurrence.local_rendering(rule, at), directives.get(at), runs.get(at),
-                       states.get(runs.get(at))) for at in instants]
+                       states.get(runs.get(at)))
+            for at in instants if at in runs or end is None or at <= end]
+
+
+def count_end(schedule: Schedule, rule: recurrence.Rule, until: datetime) -> datetime | None:
+    """The last rule instant the schedule's endAfterOccurrences lets it materialize, when
+    that is not after ``until`` (the instants it has left are counted from its next run on,
+    its resume point while paused); None when nothing ends it by then. Once it has none left,
+    a moment before its next run (or ``until``'s distant past) is the end."""
+    left = occurrences_left(schedule)
+    if left is None:
+        return None
+    floor = schedule.resume_from if schedule.paused else schedule.next_run_at
+    if left == 0 or floor is None:
+        return recurrence.EARLIEST
+    walked = recurrence.instants_between(rule, floor - timedelta(microseconds=1), until, min(left, COUNT_WALK))
+    return walked[-1] if len(walked) == left else None
 
 
 def orphaned_directives(schedule: Schedule) -> list[Occurrence]:

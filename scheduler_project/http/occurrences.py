@@ -82,7 +82,8 @@ class ScheduleOccurrencesView(TenantAPIView):
         description=(
             "The rule's instants in `[from, to]` (default now and 30 days later; at most 366 days apart), "
             "`limit` per page (default 100, at most 1,000), each with its `directive` (null: none) and, once "
-            "materialized, its `runId` and `state`. `?orphaned=true` lists instead the directives an edit left "
+            "materialized, its `runId` and `state`. With `endAfterOccurrences`, instants past the last one the "
+            "schedule has left are not listed (those left count from its next run on). `?orphaned=true` lists instead the directives an edit left "
             "without an instant of the rule (`orphanedAt`)."
         ),
         tags=TAGS,

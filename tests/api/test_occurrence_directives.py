@@ -117,6 +117,31 @@ def test_occurrences__lists_coming_instants_with_their_directives_and_pages(clie
     assert client.delete(f"/api/v1/schedules/{sid}/occurrences/{second}").status_code == 404
 
 
+def test_occurrences__end_after_occurrences__lists_only_the_instants_left_and_refuses_directives_past_them(client):
+    first = authority_now().replace(microsecond=0) + timedelta(seconds=1)
+    sid = _hourly_from(client, first, endAfterOccurrences=3)["scheduleId"]
+    _wait_until(first)
+    scan_pass()  # the first of three materialized
+    [run] = Run.objects.filter(schedule_id=sid)
+    second, third, fourth = (instant(first + timedelta(hours=h)) for h in (1, 2, 3))
+
+    listed = client.get(f"/api/v1/schedules/{sid}/occurrences?from={instant(first)}&limit=10").json()["results"]
+    assert [o["at"] for o in listed] == [instant(first), second, third]
+    assert listed[0]["runId"] == run.id and listed[1]["runId"] is None
+    assert client.get(f"/api/v1/schedules/{sid}/occurrences?from={fourth}").json()["results"] == []
+
+    assert _put(client, sid, third, {"action": "skip"}).status_code == 200
+    response = _put(client, sid, fourth, {"action": "skip"})
+    assert (response.status_code, _code(response)) == (400, "not_an_occurrence"), response.content
+    assert "endAfterOccurrences" in response.json()["error"]["message"]
+    assert not OccurrenceDirective.objects.filter(schedule_id=sid, instant=first + timedelta(hours=3)).exists()
+
+    # Paused, the instants left count from where it resumes.
+    assert client.post(f"/api/v1/schedules/{sid}/pause", {}, format="json").status_code == 200
+    listed = client.get(f"/api/v1/schedules/{sid}/occurrences?from={instant(first)}&limit=10").json()["results"]
+    assert [o["at"] for o in listed] == [instant(first), second, third]
+
+
 def test_directive__hostile_instants_and_bodies__4xx_nothing_written(client, other_client):
     first = authority_now().replace(microsecond=0) + timedelta(hours=1)
     sid = _hourly_from(client, first)["scheduleId"]
