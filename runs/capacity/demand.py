@@ -26,6 +26,10 @@ half its jitter (`Source.shift_seconds`), and alike dense schedules share a sour
 schedules without jitter do. Forty of them due every second would otherwise be 3.5 million
 draws a day, more than any forecast or admission may do.
 
+Each schedule's rule is read as the scanner reads it: in its window (activeFrom, activeUntil)
+and under its calendars (an excluded day's instant skipped or moved), each tenant's
+calendars read once per forecast (`StoredRules`).
+
 The cost is bounded by the rules, not by the schedules: interval rules with the same period
 and phase are one rule (a thousand every-second schedules walk one), an interval rule is
 walked by arithmetic, and a `budget` caps the instants walked in all (DemandTooLarge)."""
@@ -41,6 +45,7 @@ from django.db.models.functions import Cast
 
 from runs.models import PendingReason, Run, RunState
 from schedules import recurrence
+from schedules.calendars import calendar_days_for, schedule_calendar_rule
 from schedules.jitter import MAX_JITTER_SECONDS, jittered
 from schedules.models import Schedule
 
@@ -105,11 +110,52 @@ class Budget:
 UNLIMITED = Budget(None)
 
 
+class StoredRules:
+    """Schedules' stored rules as the scanner reads them: in their window, under their
+    calendars. Each stored text is parsed once; each set of a tenant's calendars is read once."""
+
+    def __init__(self):
+        self.parsed: dict[tuple, recurrence.Rule | None] = {}
+        self.calendars: dict[tuple, dict] = {}
+
+    def rule(self, tenant_id: str, text: str, anchor: datetime | None, calendar: str | None,
+             active_from: datetime | None, active_until: datetime | None) -> recurrence.Rule | None:
+        """None: a rule stored under older, looser rules (the scanner cannot run it either)."""
+        key = (tenant_id, text, anchor, calendar, active_from, active_until)
+        if key not in self.parsed:
+            self.parsed[key] = self._read(tenant_id, text, anchor, calendar, active_from, active_until)
+        return self.parsed[key]
+
+    def _read(self, tenant_id, text, anchor, calendar, active_from, active_until) -> recurrence.Rule | None:
+        try:
+            rule = recurrence.parse_rule(json.loads(text) if isinstance(text, str) else text, default_anchor=anchor)
+        except recurrence.RecurrenceError:
+            return None
+        if isinstance(calendar, str):
+            calendar = json.loads(calendar)
+        rule = schedule_calendar_rule(rule, calendar).within(active_from, active_until)
+        refs = rule.calendar_refs()
+        if not refs:
+            return rule
+        if (tenant_id, refs) not in self.calendars:
+            self.calendars[tenant_id, refs] = calendar_days_for(refs, tenant_id=tenant_id)
+        return rule.bound(self.calendars[tenant_id, refs])
+
+
+def rule_identity(rule: recurrence.Rule) -> str:
+    """Equal for rules with the same instants: the recurrence, its window and its calendars."""
+    window = [at.isoformat() if at else None for at in (rule.active_from, rule.active_until)]
+    return json.dumps([rule.to_dict(), window, sorted(rule.calendar_refs()), rule.calendar_policy], sort_keys=True)
+
+
 def rule_instants(rule: recurrence.Rule, start: datetime, end: datetime, budget: Budget = UNLIMITED,
                   most: int | None = None) -> list[datetime]:
     """The rule's nominal instants in [start, end) (the first `most` of them)."""
     end = min(end, recurrence.LATEST + _TICK)
-    if rule.kind == "interval":  # by arithmetic: a every-second rule over a day is 86,400 instants
+    if rule.kind == "interval" and rule.active_until is not None:
+        end = min(end, rule.active_until + _TICK)
+    if rule.kind == "interval" and not rule.calendar_refs():
+        # By arithmetic: an every-second rule over a day is 86,400 instants.
         first = recurrence.first_not_before(rule, start)
         if first is None or first >= end:
             return []
@@ -189,24 +235,21 @@ def live_sources(*, exclude: str | None = None, before: datetime | None = None,
     live = _live(exclude, before, resource_class)
     rows = _live_rows(live)
     own = durations(live.values("id")) if durations else {}
-    parsed, spacing = {}, {}
+    stored, spacing = StoredRules(), {}
     groups: dict[tuple, list] = defaultdict(list)
-    for ids, tenant_id, job_type, rc, text, anchor, jitter, next_run_at, strict in rows:
-        if (text, anchor) not in parsed:  # each stored rule parsed once
-            try:
-                parsed[text, anchor] = same_instants(recurrence.parse_rule(json.loads(text), default_anchor=anchor))
-            except recurrence.RecurrenceError:
-                parsed[text, anchor] = None  # stored under older, looser rules: the scanner cannot run it either
-        rule = parsed[text, anchor]
+    for ids, tenant_id, job_type, rc, text, anchor, calendar, active_from, active_until, jitter, next_run_at, strict \
+            in rows:
+        rule = stored.rule(tenant_id, text, anchor, calendar, active_from, active_until)
         if rule is None:
             continue
+        rule = same_instants(rule)
+        rule_key = rule_identity(rule)
         shift = 0
         if jitter:
-            if (text, anchor) not in spacing:
-                spacing[text, anchor] = _spacing(rule, next_run_at)
-            if spacing[text, anchor] is not None and spacing[text, anchor] <= jitter:
+            if rule_key not in spacing:
+                spacing[rule_key] = _spacing(rule, next_run_at)
+            if spacing[rule_key] is not None and spacing[rule_key] <= jitter:
                 jitter, shift = 0, jitter // 2  # dense: its rule's instants, shifted
-        rule_key = json.dumps(rule.to_dict(), sort_keys=True)
         for schedule_id in ids:
             key = (schedule_id if jitter else None, tenant_id, job_type, rc, rule_key, own.get(schedule_id),
                    bool(strict), shift)
@@ -252,23 +295,28 @@ def _live(exclude: str | None, before: datetime | None, resource_class: str | No
     return rows.exclude(id=exclude) if exclude else rows
 
 
+_RULE_COLUMNS = ("rule", "anchor", "calendar_text", "active_from", "active_until")
+
+
 def _live_rows(rows) -> list[tuple]:
-    """(ids, tenant, job type, class, rule as JSON text, anchor, jitter, next instant, strict)
-    of the schedules of `rows`, grouped. The anchor is the creation time of an interval rule without
-    an anchor of its own (it is anchored there), else null."""
+    """(ids, tenant, job type, class, rule as JSON text, anchor, calendar as JSON text,
+    activeFrom, activeUntil, jitter, next instant, strict) of the schedules of `rows`, grouped.
+    The anchor is the creation time of an interval rule without an anchor of its own (it is
+    anchored there), else null."""
     unanchored = Q(recurrence__kind="interval") & ~Q(recurrence__has_key="anchor")
     rows = rows.annotate(
         rule=Cast("recurrence", TextField()),
         anchor=Case(When(unanchored, then=F("created_at")), default=Value(None), output_field=DateTimeField()),
+        calendar_text=Cast("calendar", TextField()),
         strict=Case(When(start_deadline_seconds__isnull=False, then=Value(True)), default=Value(False),
                     output_field=BooleanField()),
-    ).values("tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds", "next_run_at",
+    ).values("tenant_id", "job_type_id", "job_type__resource_class", *_RULE_COLUMNS, "jitter_seconds", "next_run_at",
              "strict")
     # A stable order: the same forecast each time.
-    rows = rows.annotate(ids=_Joined("id")).order_by("next_run_at", "tenant_id", "job_type_id", "rule", "anchor",
+    rows = rows.annotate(ids=_Joined("id")).order_by("next_run_at", "tenant_id", "job_type_id", *_RULE_COLUMNS,
                                                      "jitter_seconds", "strict")
     return [(ids.split(","), *rest) for ids, *rest in rows.values_list(
-        "ids", "tenant_id", "job_type_id", "job_type__resource_class", "rule", "anchor", "jitter_seconds",
+        "ids", "tenant_id", "job_type_id", "job_type__resource_class", *_RULE_COLUMNS, "jitter_seconds",
         "next_run_at", "strict")]
 
 
@@ -279,15 +327,14 @@ def strict_schedules(resource_class: str, *, exclude: str | None, before: dateti
     rows = (Schedule.objects.filter(deleted_at__isnull=True, paused=False, next_run_at__lt=before,
                                     start_deadline_seconds__gte=1, job_type__resource_class=resource_class)
             .exclude(id=exclude or "").order_by("next_run_at", "id")
-            .values_list("id", "tenant_id", "job_type_id", "recurrence", "created_at", "jitter_seconds", "next_run_at",
-                         "start_deadline_seconds"))
-    found = []
-    for schedule_id, tenant_id, job_type, rule, created_at, jitter, next_run_at, deadline in rows:
-        try:
-            rule = recurrence.parse_rule(rule, default_anchor=created_at)
-        except recurrence.RecurrenceError:
-            continue  # stored under older, looser rules: the scanner cannot run it either
-        if rule.kind != "after_completion":
+            .values_list("id", "tenant_id", "job_type_id", "recurrence", "created_at", "calendar", "active_from",
+                         "active_until", "jitter_seconds", "next_run_at", "start_deadline_seconds"))
+    found, stored = [], StoredRules()
+    for (schedule_id, tenant_id, job_type, text, created_at, calendar, active_from, active_until, jitter, next_run_at,
+         deadline) in rows:
+        rule = stored.rule(tenant_id, json.dumps(text, sort_keys=True), created_at, json.dumps(calendar, sort_keys=True),
+                           active_from, active_until)
+        if rule is not None and rule.kind != "after_completion":
             found.append((Source(schedule_id, tenant_id, job_type, resource_class, rule, jitter, strict=True),
                           next_run_at, deadline))
     return found
@@ -310,7 +357,7 @@ def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = Non
             continue
         jitter = bool(source.jitter_seconds)
         shift = timedelta(seconds=source.shift_seconds)
-        key = (json.dumps(source.rule.to_dict(), sort_keys=True), jitter, shift)
+        key = (rule_identity(source.rule), jitter, shift)
         if key not in resolved:
             earliest = start - timedelta(seconds=MAX_JITTER_SECONDS * jitter) - shift
             resolved[key] = rule_instants(source.rule, earliest, end - shift, walk)

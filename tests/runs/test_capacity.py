@@ -219,3 +219,26 @@ def test_demand__an_interval_without_anchor_is_anchored_at_each_schedules_creati
                                                        next_run_at=start - timedelta(hours=1))
     due = sorted((d.at.strftime("%H:%M"), d.count) for d in occurrences_due(start, start + timedelta(minutes=20)))
     assert due == [("08:05", 1), ("08:09", 1), ("08:15", 1), ("08:19", 1)]
+
+
+def test_demand__reads_each_rule_in_its_window_and_under_its_calendars(tenant):
+    from schedules.calendars import calendar_create
+
+    holiday = calendar_create(tenant=tenant, fields={"name": "holiday", "exclude_dates": ["2030-01-08"]})
+    ended = create_schedule(tenant, cron="0 9 * * *", name="ends", activeUntil="2030-01-08T00:00:00Z")
+    skipped = create_schedule(tenant, cron="0 9 * * *", name="skips",
+                              calendar={"calendarIds": [holiday.id], "policy": "skip"})
+    moved = create_schedule(tenant, cron="0 10 * * 2", name="moves",  # Tuesdays: 2030-01-08 is one
+                            calendar={"calendarIds": [holiday.id], "policy": "shift_after"})
+    every_day = create_schedule(tenant, cron="0 9 * * *", name="every day")
+    start = datetime(2030, 1, 7, 8, 0, tzinfo=UTC)
+
+    due = occurrences_due(start, start + timedelta(days=3))
+
+    counts = Counter()
+    for d in due:
+        counts[d.at.strftime("%d %H:%M")] += d.count
+    # 9:00 on the 7th: all three daily rules; on the 8th only the one without window or
+    # calendar; on the 9th the skipping one again. The Tuesday 10:00 moves to Wednesday.
+    assert counts == {"07 09:00": 3, "08 09:00": 1, "09 09:00": 2, "09 10:00": 1}
+    assert {ended.id, skipped.id, moved.id, every_day.id} == set(Schedule.objects.values_list("id", flat=True))
