@@ -54,7 +54,7 @@ def late_now(now: datetime) -> Late:
         return Late()
     oldest = list(waiting.select_related("schedule", "tenant").order_by("owed", "id")[:SHOWN])
     unavailable = unavailable_job_types()
-    key_bound = waiting_on_key(run.id for run in oldest if run.state == RunState.QUEUED)
+    key_bound = waiting_on_key(oldest)
     for run in oldest:
         run.waiting_for = _waiting_for(run, unavailable, key_bound)
     return Late(summary["count"], summary["since"], oldest)

@@ -24,16 +24,15 @@ def history_watermark():
     committed was created after its transaction began: the start of the oldest open
     transaction (or now) bounds every run this read could be missing.
     """
-    now = authority_now()
     if connection.vendor != "postgresql":
-        return now  # embedded SQLite: one writer at a time, readers see every commit
+        return authority_now()  # embedded SQLite: one writer at a time, readers see every commit
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FILTER (WHERE xact_start IS NULL), min(xact_start) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        cursor.execute(  # the authority's time read in the same statement (clock_timestamp: as authority_now)
+            "SELECT clock_timestamp(), count(*) FILTER (WHERE xact_start IS NULL), min(xact_start) "
+            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
             "AND backend_type = 'client backend' AND state <> 'idle'"
         )
-        hidden, oldest = cursor.fetchone()
+        now, hidden, oldest = cursor.fetchone()
     if hidden:
         return now - WATERMARK_FALLBACK_LAG
     return min(now, oldest) if oldest else now
@@ -94,16 +93,17 @@ def _history_page(runs, *, upper_bound, after: tuple | None, limit: int) -> list
     return list(_with_details(runs.order_by("-scheduled_at", "-id"))[:limit])
 
 
-def waiting_on_key(run_ids) -> frozenset[str]:
-    """Those of `run_ids` queued while their schedule's concurrency key has as many attempts
-    running as its limit allows (what the claim leaves queued): one statement."""
+def waiting_on_key(runs) -> frozenset[str]:
+    """The ids of those of `runs` queued while their schedule's concurrency key has as many
+    attempts running as its limit allows (what the claim leaves queued): one statement, none
+    when no queued run's schedule (loaded with it, as `_with_details` does) has a key."""
     from django.db.models import Count, F, OuterRef, Subquery, Value
     from django.db.models.functions import Coalesce
 
     from runs.models import RunState
     from schedules.models import DEFAULT_CONCURRENCY_LIMIT, ConcurrencyLimit
 
-    ids = list(run_ids)
+    ids = [run.id for run in runs if run.state == RunState.QUEUED and run.schedule.concurrency_key]
     if not ids:
         return frozenset()
     key = OuterRef("schedule__concurrency_key")

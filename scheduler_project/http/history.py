@@ -1,7 +1,6 @@
 """Keyset pages of run history: the cursor pins the first page's watermark as an upper bound,
 so runs created while a client pages never make it skip or repeat older ones."""
 
-from runs.models import RunState
 from runs.selectors import history_watermark, waiting_on_key
 from schedules.selectors import unavailable_job_types
 from scheduler_project.clock import instant
@@ -36,7 +35,7 @@ def run_history_body(request, *, scope: str, read_page) -> dict:
             scope, {"ub": upper_bound.isoformat(), "at": last.scheduled_at.isoformat(), "id": last.id}
         )
     unavailable = unavailable_job_types() if any(run.finished_at is None for run in page) else frozenset()
-    key_bound = waiting_on_key(run.id for run in page if run.state == RunState.QUEUED)
+    key_bound = waiting_on_key(page)
     return {
         "results": [run_representation(run, unavailable, key_bound) for run in page],
         "nextCursor": next_cursor,

@@ -229,7 +229,7 @@ def run_pending_reason(run, unavailable: frozenset[str] | None = None,
     if run.state in (RunState.PENDING, RunState.QUEUED):
         if run.job_type in (unavailable if unavailable is not None else unavailable_job_types()):
             return JOB_TYPE_UNAVAILABLE
-    if run.state == RunState.QUEUED and run.id in (key_bound if key_bound is not None else waiting_on_key([run.id])):
+    if run.state == RunState.QUEUED and run.id in (key_bound if key_bound is not None else waiting_on_key([run])):
         return CONCURRENCY_KEY
     return run.pending_reason or None
 

@@ -129,3 +129,22 @@ def test_claim__schedules_without_keys__claim_as_before(client):
     runs = {run_once(client, plain)["runId"] for _ in range(3)}
     assert {r.id for r in _claim(3)} == runs
     assert not Tenant.objects.get(name="acme").uses_concurrency_keys
+
+
+def test_reading_runs__the_key_is_looked_up_only_for_queued_runs_of_keyed_schedules(client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    plain = create_schedule(client, name="plain", overlapPolicy="allow")["scheduleId"]
+    keyed = _keyed(client, "reports", "r1")
+    plain_run, keyed_run = run_once(client, plain)["runId"], run_once(client, keyed)["runId"]
+
+    def key_lookups(url):
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(url).status_code == 200
+        return sum("concurrencylimit" in q["sql"] for q in queries.captured_queries)
+
+    assert key_lookups(f"/api/v1/runs/{plain_run}") == 0
+    assert key_lookups(f"/api/v1/schedules/{plain}/runs") == 0
+    assert key_lookups(f"/api/v1/runs/{keyed_run}") == 1
+    assert key_lookups(f"/api/v1/schedules/{keyed}/runs") == 1
