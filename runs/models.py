@@ -274,7 +274,10 @@ class Attempt(models.Model):
     """One worker's try at a run, owning the run while its fence is current."""
 
     id = models.CharField(primary_key=True, max_length=40, default=new_attempt_id, editable=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    # No index of its own: attempt_number_unique and attempt_fence_unique both begin with
+    # run_id, so either serves every read by run (a third index would be written at every
+    # attempt for nothing).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     number = models.PositiveIntegerField()
     fence = models.BigIntegerField()
     worker_label = models.CharField(max_length=200, blank=True, default="")

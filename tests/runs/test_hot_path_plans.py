@@ -102,11 +102,12 @@ PLANS = {
 
 def _named(read: str) -> str:
     """One name per way of reading: SQLite's names of primary keys as PostgreSQL's; a run's
-    attempts read by attempt id or by run id alike (a few entries either way, a close call)."""
+    attempts read by attempt id or by run id (either unique index beginning with run_id)
+    alike: a few entries either way, a close call."""
     table, index = read.split(" ", 1)
     if index.startswith("sqlite_autoindex_") or index == "primary key":
         index = f"{table}_pkey"
-    return f"{table} {'runs_attempt_pkey' if index == 'runs_attempt_run_id_651e9d12' else index}"
+    return f"{table} {'runs_attempt_pkey' if index in ('attempt_fence_unique', 'attempt_number_unique') else index}"
 
 
 def _few(steps: dict) -> dict:
