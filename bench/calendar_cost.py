@@ -10,18 +10,15 @@ previous one (the scanner's walk); `scattered` asks after instants spread over 1
 Target (the time-language work): business day with two calendars <= 50 us per instant.
 """
 
-import argparse
-import random
-import statistics
 import sys
-import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from schedules.recurrence import next_after, parse_rule  # noqa: E402
+from _next_instant import print_costs  # noqa: E402
+from schedules.recurrence import parse_rule  # noqa: E402
 from schedules.recurrence.calendars import CalendarDays  # noqa: E402
 
 UTC = timezone.utc
@@ -45,35 +42,8 @@ def rules():
     yield "cron 0 9 * * 1-5, no calendar (for scale)", parse_rule(weekdays)
 
 
-def chained(rule, calls):
-    after, started = datetime(2027, 6, 1, tzinfo=UTC), time.perf_counter()
-    for _ in range(calls):
-        found = next_after(rule, after)
-        after = found if found is not None and found.year < 2036 else datetime(2027, 6, 1, tzinfo=UTC)
-    return (time.perf_counter() - started) / calls * 1e6
-
-
-def scattered(rule, calls, seed=7):
-    rng = random.Random(seed)
-    afters = [datetime(2027, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(9 * 365 * 86400))
-              for _ in range(calls)]
-    started = time.perf_counter()
-    for after in afters:
-        next_after(rule, after)
-    return (time.perf_counter() - started) / calls * 1e6
-
-
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
-    print(f"{'rule':48} {'chained us':>16} {'scattered us':>16}   (median / worst of {args.repeat})")
-    for name, rule in rules():
-        walk = [chained(rule, args.calls) for _ in range(args.repeat)]
-        spread = [scattered(rule, args.calls) for _ in range(args.repeat)]
-        print(f"{name:48} {statistics.median(walk):8.1f} / {max(walk):5.1f} "
-              f"{statistics.median(spread):8.1f} / {max(spread):5.1f}")
+    print_costs(rules(), years=9, wrap_year=2036)
 
 
 if __name__ == "__main__":

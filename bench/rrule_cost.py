@@ -10,17 +10,14 @@ schedule read again after a while: the rule is started again far from its dtstar
 rule is printed beside them for scale. Target (the time-language work): <= 100 us per instant.
 """
 
-import argparse
-import random
-import statistics
 import sys
-import time
-from datetime import datetime, timedelta, timezone
+from datetime import timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from schedules.recurrence import next_after, parse_rule  # noqa: E402
+from _next_instant import print_costs  # noqa: E402
+from schedules.recurrence import parse_rule  # noqa: E402
 
 UTC = timezone.utc
 RULES = [
@@ -43,39 +40,12 @@ def rrule(text, zone, exdates, rdates, dtstart):
                        "exdates": exdates, "rdates": rdates})
 
 
-def chained(rule, calls):
-    after, started = datetime(2027, 6, 1, tzinfo=UTC), time.perf_counter()
-    for _ in range(calls):
-        found = next_after(rule, after)
-        after = found if found is not None else datetime(2027, 6, 1, tzinfo=UTC)
-    return (time.perf_counter() - started) / calls * 1e6
-
-
-def scattered(rule, calls, seed=7):
-    rng = random.Random(seed)
-    afters = [datetime(2027, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(30 * 365 * 86400))
-              for _ in range(calls)]
-    started = time.perf_counter()
-    for after in afters:
-        next_after(rule, after)
-    return (time.perf_counter() - started) / calls * 1e6
-
-
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
     rows = [(name, rrule(text, zone, ex, rd, "0001-01-02T00:00:00" if "year 1" in name else "2027-01-01T00:00:00"))
             for name, text, zone, ex, rd in RULES]
     rows.append(("cron 0 9 * * 1-5, New York (for scale)",
                  parse_rule({"kind": "cron", "cron": "0 9 * * 1-5", "timezone": "America/New_York"})))
-    print(f"{'rule':48} {'chained us':>16} {'scattered us':>16}   (median / worst of {args.repeat})")
-    for name, rule in rows:
-        walk = [chained(rule, args.calls) for _ in range(args.repeat)]
-        spread = [scattered(rule, args.calls) for _ in range(args.repeat)]
-        print(f"{name:48} {statistics.median(walk):8.1f} / {max(walk):5.1f} "
-              f"{statistics.median(spread):8.1f} / {max(spread):5.1f}")
+    print_costs(rows, years=30)
 
 
 if __name__ == "__main__":
