@@ -1,12 +1,16 @@
-"""Index operations for live tables.
+"""Schema operations for live tables.
 
-On PostgreSQL they build and drop indexes CONCURRENTLY, so writers (scanners, claims,
-completions) are never blocked while a large runs table is indexed; a migration using them
-sets ``atomic = False``. On the embedded SQLite they are plain index operations.
+On PostgreSQL the index operations build and drop indexes CONCURRENTLY, so writers
+(scanners, claims, completions) are never blocked while a large runs table is indexed; a
+migration using them sets ``atomic = False``. ``OnPostgres`` applies an operation's state
+as Django would, but on PostgreSQL runs the given statements instead of Django's (which may
+lock or scan a large table where a cheaper statement does the same). On the embedded SQLite
+all of them are Django's plain operations.
 """
 
 from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
 from django.db.migrations.operations import AddIndex, RemoveIndex
+from django.db.migrations.operations.base import Operation
 
 
 class _OnlineIndexOperation:
@@ -29,3 +33,33 @@ class AddIndexOnline(_OnlineIndexOperation, AddIndexConcurrently):
 
 class RemoveIndexOnline(_OnlineIndexOperation, RemoveIndexConcurrently):
     concurrent, plain = RemoveIndexConcurrently, RemoveIndex
+
+
+class OnPostgres(Operation):
+    """``operation``; on PostgreSQL, its database change made by ``sql`` (forwards) and
+    ``reverse_sql`` (backwards) instead."""
+
+    def __init__(self, operation: Operation, sql: list[str], reverse_sql: list[str]):
+        self.operation, self.sql, self.reverse_sql = operation, sql, reverse_sql
+
+    @property
+    def reversible(self) -> bool:
+        return self.operation.reversible
+
+    def state_forwards(self, app_label, state):
+        self.operation.state_forwards(app_label, state)
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return self.operation.database_forwards(app_label, schema_editor, from_state, to_state)
+        for statement in self.sql:
+            schema_editor.execute(statement)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return self.operation.database_backwards(app_label, schema_editor, from_state, to_state)
+        for statement in self.reverse_sql:
+            schema_editor.execute(statement)
+
+    def describe(self) -> str:
+        return f"{self.operation.describe()} (on PostgreSQL by its own statements)"
