@@ -1,7 +1,28 @@
-"""The tenant's and a schedule's row locks, for the schedule services and the authority
-alike. The order of every row lock (tenant, schedule, run, object) is in
-runs/authority/locks.py."""
+"""Row locks, always taken in one order, so that no two transactions wait on each other:
 
+1. tenant (`lock_tenant`: schedule creates and the tenant's other counted writes;
+   `lock_tenant_quota`: requested work; many tenants in id order: claim_sql.lock_tenants),
+2. schedule (`lock_schedule`; the schedules of many runs in id order:
+   runs.authority.sql.lock_schedules_of_runs; a claim's: claim_sql.lock_schedules_of), then,
+   in a strict schedule's write, its resource class's admission epoch
+   (runs.capacity.admission: confirming the admission's forecast),
+3. run (`lock_schedule_then_run`; many runs in id order: runs.authority.sql.lock_completions,
+   register_uploads_if_owned; a claim's candidates skipping locked ones: claim_sql.lock_candidates),
+4. registry object (publication and cleanup lock the run first, then the object),
+5. the tenant's storage figure (runs.models.TenantStorage, written after its objects).
+
+A transaction may skip a level, never go back up one. Claims lock tenants, then runs
+(skipping locked ones); the sweeper locks runs only.
+
+Every lock helper is here, for the schedule services and the authority alike: this is the
+lowest layer both import (tests/test_layering.py), and every app may use any app's models.
+The hot path's set-based lock statements stay with the statements they are part of
+(runs/authority/sql.py, claim_sql.py), named above at their level.
+"""
+
+from django.db.models import Subquery
+
+from runs.models import Run
 from schedules.models import Schedule, Tenant
 from scheduler_project.errors import NotFound
 
@@ -12,6 +33,12 @@ def lock_tenant(tenant) -> Tenant:
     return Tenant.objects.select_for_update().get(id=tenant.id)
 
 
+def lock_tenant_quota(tenant) -> int:
+    """Lock the tenant's row and read its quota of requested work waiting to be claimed
+    (maxPendingManualRuns): two requests cannot both see room for the same runs."""
+    return lock_tenant(tenant).max_pending_manual_runs
+
+
 def lock_schedule(schedule_id: str, *, tenant, include_deleted=False) -> Schedule:
     schedules = Schedule.objects.select_for_update().filter(id=schedule_id, tenant=tenant)
     if not include_deleted:
@@ -20,3 +47,18 @@ def lock_schedule(schedule_id: str, *, tenant, include_deleted=False) -> Schedul
     if schedule is None:
         raise NotFound("no such schedule")
     return schedule
+
+
+def lock_schedule_then_run(run_id: str, *, tenant=None) -> tuple[Schedule, Run]:
+    """Lock a run's schedule, then the run; NotFound if absent or not the tenant's."""
+    runs = Run.objects.filter(id=run_id)
+    if tenant is not None:
+        runs = runs.filter(tenant=tenant)
+    # A run never changes schedule, so finding the schedule through it needs no run lock.
+    schedule = Schedule.objects.select_for_update().filter(id=Subquery(runs.values("schedule_id")[:1])).first()
+    if schedule is None:
+        raise NotFound("no such run")
+    run = Run.objects.select_for_update().filter(id=run_id).first()
+    if run is None:  # removed (retention) while this transaction waited for its lock
+        raise NotFound("no such run")
+    return schedule, run

@@ -145,8 +145,9 @@ def statements(call) -> list[tuple[str, object]]:
 def hot_path() -> dict[str, list[tuple[str, object]]]:
     """Each step of the hot path, run for real on what the database holds, and the statements
     it sent on the big tables: a scanner pass, a batch claim (tenant loads, tenant locks,
-    recount, candidate lock, writes), a heartbeat, staging, the group commit, a failure
-    through the general completion, the relay and the sweep of a passed lease."""
+    recount, candidate lock, writes), a heartbeat, a progress report and a job's question
+    whether it still owns its run, staging, the group commit, a failure through the general
+    completion, the relay and the sweep of a passed lease."""
     steps: dict[str, list[tuple[str, object]]] = {}
     steps["materialize"] = statements(authority.materialize_due)
     claimed: list = []
@@ -154,6 +155,11 @@ def hot_path() -> dict[str, list[tuple[str, object]]]:
     assert len(claimed) == 8, claimed
     held = [(r.current_attempt_id, r.fence) for r in claimed]
     steps["heartbeat"] = statements(lambda: authority.heartbeat_many(held))
+    first = claimed[0]
+    steps["progress"] = statements(lambda: authority.record_progress(
+        run_id=first.id, attempt_id=first.current_attempt_id, fence=first.fence, fraction=0.5))
+    steps["still owns"] = statements(lambda: authority.still_owns(
+        run_id=first.id, attempt_id=first.current_attempt_id, fence=first.fence))
     succeeding, failing, expiring = claimed[:6], claimed[6], claimed[7]
     staged: list = []
     steps["staging"] = statements(lambda: staged.extend(authority.stage_results(

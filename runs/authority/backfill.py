@@ -11,14 +11,13 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from runs.authority.materialize import run_payload
-from runs.authority.locks import lock_tenant_quota
 from runs.authority.operations import check_requested_work_quota, require_available
 from runs.authority.sql import bulk_set
 from runs.authority.transitions import dispatch_intent
 from runs.catch_up import RUN_ALL_PER_CYCLE
 from runs.models import Outbox, PendingReason, Run, RunState, Trigger
 from schedules import recurrence
-from schedules.locks import lock_schedule
+from schedules.locks import lock_schedule, lock_tenant_quota
 from schedules.models import JobType, ScheduleRevision
 from schedules.selectors import schedule_rule
 from scheduler_project.clock import authority_now

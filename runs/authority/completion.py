@@ -6,7 +6,8 @@ from datetime import timedelta
 from django.db import transaction
 
 from effects.models import EffectIntent, EffectKind
-from runs.authority.ownership import require_credential, require_current
+from runs.authority.owner import require_current
+from runs.authority.ownership import require_credential
 from runs.authority.sql import transition
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
@@ -23,8 +24,8 @@ from runs.models import (
     RunState,
     StoredObject,
 )
-from runs.authority.locks import lock_schedule_then_run
 from runs.authority.operations import attempts_since_replay
+from schedules.locks import lock_schedule_then_run
 from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from scheduler_project.failpoints import failpoint
 

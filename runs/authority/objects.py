@@ -20,7 +20,7 @@ from django.db.models import F
 
 from effects.models import EffectIntent, EffectState
 from objectstore import get_object_store
-from runs.authority.ownership import require_current
+from runs.authority.owner import require_current
 from runs.authority.sql import transition
 from scheduler_project.clock import authority_now
 from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject, TenantStorage

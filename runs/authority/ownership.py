@@ -4,9 +4,8 @@ that extends its lease. Both judge by authority time, never by a worker's clock.
 from django.db import connection, transaction
 
 from runs import metrics
-from runs.authority.owner import owns_filter, stale_reason
-from runs.authority.progress import statement_now
-from runs.authority.sql import extend_leases, transition
+from runs.authority.owner import owns_filter, require_current
+from runs.authority.sql import extend_leases_if_owned, transition
 from runs.authority.transitions import lease_until
 from scheduler_project.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
@@ -28,7 +27,7 @@ def still_owns(*, run_id: str, attempt_id: str, fence: int) -> bool:
     """Whether the attempt owns its run now (owner.owns_filter, on database time): one read
     by primary key and no lock, for a job about to act where no fence can guard its write
     (JobContext.still_owner)."""
-    return Run.objects.filter(owns_filter(attempt_id, fence, statement_now()), id=run_id).exists()
+    return Run.objects.filter(owns_filter(attempt_id, fence), id=run_id).exists()
 
 
 def heartbeat_many(held: list[tuple[str, int]]) -> dict[str, bool]:
@@ -40,7 +39,7 @@ def heartbeat_many(held: list[tuple[str, int]]) -> dict[str, bool]:
         return {}
     with transaction.atomic(durable=True):
         if connection.vendor == "postgresql":
-            alive = extend_leases(held)
+            alive = extend_leases_if_owned(held)
         else:
             runs = {r.current_attempt_id: r for r in Run.objects.select_for_update().filter(
                 current_attempt_id__in=[a for a, _ in held])}
@@ -80,13 +79,3 @@ def require_credential(attempt: Attempt, worker_token, operation: str) -> None:
         metrics.CREDENTIAL_REFUSALS.labels(operation).inc()
         raise Forbidden("this attempt belongs to another worker credential")
 
-
-def require_current(run: Run, attempt: Attempt, fence: int, now) -> None:
-    """StaleFence unless ``attempt`` owns ``run`` at authority time ``now`` (owner.stale_reason)."""
-    reason = stale_reason(run_state=run.state, current_attempt_id=run.current_attempt_id, run_fence=run.fence,
-                          attempt_id=attempt.id, attempt_fence=attempt.fence, attempt_state=attempt.state,
-                          fence=fence, leased=run.lease_expires_at is not None and run.lease_expires_at > now)
-    if reason == "fence":
-        raise StaleFence("fence is no longer current", details={"currentFence": run.fence})
-    if reason == "lease":
-        raise StaleFence("lease has expired", details={"currentFence": run.fence})

@@ -21,7 +21,7 @@ def record_progress(*, run_id: str, attempt_id: str, fence: int, fraction: float
     authority time; False when the attempt no longer owns the run (nothing written)."""
     fraction, message = checked_progress(fraction, message)
     now = statement_now()
-    written = Run.objects.filter(owns_filter(attempt_id, fence, now), id=run_id).update(
+    written = Run.objects.filter(owns_filter(attempt_id, fence), id=run_id).update(
         progress_fraction=fraction, progress_message=message, progress_at=now, progress_attempt=F("attempt_count"))
     return written == 1
 

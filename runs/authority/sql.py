@@ -117,9 +117,9 @@ def notify_outbox() -> None:
             cursor.execute("SELECT pg_notify(%s, '')", [OUTBOX_CHANNEL])
 
 
-def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
+def extend_leases_if_owned(held: list[tuple[str, int]]) -> dict[str, bool]:
     """Extend, in one statement, the lease of every ``(attempt id, fence)`` in ``held`` whose
-    attempt still owns its run (running, current, same fence, lease not yet passed), each by
+    attempt still owns its run (owner.owns_sql: a passed lease is not revived), each by
     its own lease length from database time, never past its deadline by more than the
     timeout grace (transitions.lease_until; LEAST ignores a null deadline). Returns
     ``{attempt id: cancellation requested}`` for those; an attempt missing from the answer
@@ -132,7 +132,7 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
         f"  SET lease_expires_at = LEAST(clock_timestamp() + a.lease_seconds * interval '1 second',"
         f"   a.deadline_at + %s * interval '1 second')"
         f"  FROM unnest(%s::varchar[], %s::bigint[]) AS h(attempt_id, fence), {attempt_table} AS a"
-        f"  WHERE a.id = h.attempt_id AND r.id = a.run_id AND {owns_sql('r', 'a', 'h.fence')}"
+        f"  WHERE a.id = h.attempt_id AND r.id = a.run_id AND {owns_sql('r', 'h.fence', attempt='a')}"
         f"  RETURNING a.id AS attempt_id, r.lease_expires_at, r.cancellation_requested"
         f") UPDATE {attempt_table} AS a SET lease_expires_at = e.lease_expires_at"
         f" FROM extended AS e WHERE a.id = e.attempt_id"
@@ -144,9 +144,9 @@ def extend_leases(held: list[tuple[str, int]]) -> dict[str, bool]:
         return dict(cursor.fetchall())
 
 
-def register_uploads(items) -> dict[str, tuple]:
+def register_uploads_if_owned(items) -> dict[str, tuple]:
     """Register uploads before they begin, in one statement: lock each item's run (in id
-    order), check that its attempt owns it at database time and that its tenant's results
+    order), check that its attempt owns it (owner.owns_sql) and that its tenant's results
     hold less than its max_stored_bytes, insert the staged registry row. ``items`` have
     ``key, run_id, attempt_id, fence, content_type, worker_token_id``. Returns ``{key: (id,
     created_at)}`` for the rows inserted; a key missing from the answer (no such run or
@@ -168,7 +168,7 @@ def register_uploads(items) -> dict[str, tuple]:
         f" JOIN {Attempt._meta.db_table} AS a ON a.run_id = r.id AND a.id = u.attempt_id"
         f" JOIN {Tenant._meta.db_table} AS t ON t.id = r.tenant_id"
         f" LEFT JOIN {TenantStorage._meta.db_table} AS s ON s.tenant_id = r.tenant_id"
-        f" WHERE {runs} AND {attempts} AND {owns_sql('r', 'a', 'u.fence')}"
+        f" WHERE {runs} AND {attempts} AND {owns_sql('r', 'u.fence', attempt='a')}"
         f"   AND (u.worker_token_id IS NULL OR a.worker_token_id = u.worker_token_id)"
         f"   AND COALESCE(s.stored_bytes, 0) < t.max_stored_bytes"
         f" ORDER BY r.id{row_locks(skip_locked=False, of='r')}"

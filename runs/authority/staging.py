@@ -19,7 +19,7 @@ from objectstore import ObjectExists, StoredVersion, download_filename, get_obje
 from objectstore.sources import FileSource, checksum_of, put_new_from
 from runs import metrics
 from runs.authority.ownership import current_attempt
-from runs.authority.sql import record_uploads, register_uploads
+from runs.authority.sql import record_uploads, register_uploads_if_owned
 from runs.models import ObjectState, Run, StoredObject
 from schedules.models import Tenant
 from scheduler_project.clock import authority_now
@@ -85,7 +85,7 @@ def stage_results(uploads: list[Upload]) -> list[StoredObject | Exception]:
     database error raises.
     """
     answers: list[StoredObject | Exception | None] = [_too_large(upload) for upload in uploads]
-    registered = register_uploads([upload for upload, refused in zip(uploads, answers) if refused is None])
+    registered = register_uploads_if_owned([upload for upload, refused in zip(uploads, answers) if refused is None])
     to_write: list[int] = []
     for i, upload in enumerate(uploads):
         if answers[i] is not None:
@@ -132,7 +132,7 @@ def _too_large(upload: Upload) -> ResultTooLarge | None:
 def _staged_row(upload: Upload, registered: tuple | None) -> StoredObject:
     """The staged registry row of this upload, created if new; NotFound, Forbidden or
     StaleFence when the caller may not upload for this attempt."""
-    if registered is not None:  # the common case: register_uploads inserted it
+    if registered is not None:  # the common case: register_uploads_if_owned inserted it
         object_id, created_at = registered
         return StoredObject(id=object_id, key=upload.key, run_id=upload.run_id, attempt_id=upload.attempt_id,
                             fence=upload.fence, state=ObjectState.STAGED, content_type=upload.content_type,

@@ -1,9 +1,10 @@
 """The hot path's statements on the embedded SQLite: registering and recording uploads, and
 the group commit, are the same SQL texts as on PostgreSQL (runs.authority.sql.input_rows),
-so the tests that pin their behaviour run again here on SQLite, as `make run` has it; so do
-those of overlap and misfire policies, whose claims and scans write rows back with
-runs.authority.sql.bulk_set (one statement per database, each its own SQL), and the plans of
-the hot statements over a million finished runs.
+so the tests that pin their behaviour run again here on SQLite, as `make run` has it, with
+the ownership rule's table of every path that acts for an attempt; so do those of overlap
+and misfire policies, whose claims and scans write rows back with runs.authority.sql.bulk_set
+(one statement per database, each its own SQL), and the plans of the hot statements over a
+million finished runs.
 
 They run in a child pytest with nothing configured (SQLite under the test's own var/),
 since this process's database is PostgreSQL; the fencing races run too, each of their
@@ -23,6 +24,7 @@ MODULES = [
     "tests/concurrency/test_fencing_races.py",
     "tests/runs/test_stage_retry.py",
     "tests/runs/test_authority_flow.py",
+    "tests/runs/test_ownership_rule.py",
     "tests/workers/test_runtime.py",
     "tests/runs/test_overlap_policies.py",
     "tests/runs/test_misfire_catch_up.py",
