@@ -176,11 +176,16 @@ def long_runs(now: datetime) -> list[Incident]:
                                                 resolved_at__isnull=True)))
         .values_list(*columns)
     )
+    # A breach that another incident of the kind, open while it lasted, already stood for
+    # (one resolved since by a later occurrence, say) is not told again.
+    covered = Incident.objects.filter(schedule_id=OuterRef("schedule_id"), kind=IncidentKind.LONG_RUNNING,
+                                      opened_at__lte=OuterRef("finished_at")).filter(
+        Q(resolved_at__isnull=True) | Q(resolved_at__gte=OuterRef("deadline")))
     finished_late = (
         Run.objects.filter(expecting, finished_at__gte=finished_since(now), started_at__isnull=False)
         .alias(deadline=_after("started_at", "schedule__expect_finish_within_seconds"))
         .filter(finished_at__gt=F("deadline"))
-        .filter(_not_reported(IncidentKind.LONG_RUNNING))
+        .filter(_not_reported(IncidentKind.LONG_RUNNING), ~Exists(covered))
         .values_list(*columns)
     )
     breaches = {}

@@ -129,6 +129,26 @@ def test_long_running__reported_while_running_then_ending_late_is_one_breach(ten
     assert Incident.objects.get().breach_key == f"run:{run.id}"
 
 
+def test_long_running__a_late_finish_while_an_earlier_incident_was_open_belongs_to_it(tenant):
+    schedule = expecting(tenant, finishWithinSeconds=60)
+    materialize(schedule)
+    (first,) = claim_all()
+    _ran_for(first, 120)
+    assert health_pass().opened == {"long_running": 1}  # the first runs long
+    publish(first, stage(first, REPORT))
+    materialize(schedule)
+    (second,) = claim_all()
+    _ran_for(second, 90)
+    publish(second, stage(second, REPORT))  # the second ends late while the first's incident is open
+    assert not health_pass().opened
+    materialize(schedule)
+    (third,) = claim_all()
+    publish(third, stage(third, REPORT))  # the third in time: resolved
+    assert health_pass().resolved == {"long_running": 1}
+    evaluation._last_pass["at"] = None  # a process started now reads the second's late finish again
+    assert not health_pass().opened and Incident.objects.count() == 1
+
+
 def test_long_running__a_run_that_ended_in_time_is_no_breach(tenant):
     schedule = expecting(tenant, finishWithinSeconds=60)
     materialize(schedule)
