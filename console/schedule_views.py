@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from console import filters
 from console.access import act, staff_only
-from console.timeline import counts, marks, occurrence_axis
+from console.timeline import INCIDENT_STYLES, counts, marks, occurrence_axis, spans
 from console.words import rule_in_words, rule_syntax, zone_of
 from datetime import timedelta
 
@@ -98,13 +98,18 @@ def schedule_detail(request, schedule_id):
     row = _row(schedule, COMING)
     # The axis shows the newest runs with what comes next; an older page shows its runs alone.
     found = marks(runs, row["instants"] if before is None else [], row["zone"], now)
+    # Open ones first, then the latest resolved: which occurrence, since when, until when.
+    incidents = list(schedule.incidents.order_by(F("resolved_at").desc(nulls_first=True), "-opened_at")[:INCIDENTS])
+    drawn = spans(incidents, row["zone"])
     context = {
         "schedule": schedule,
         "row": row,
         "preview": row["instants"][:PREVIEW],
         "runs": runs,
-        "axis": occurrence_axis(found, row["zone"], now),
+        "axis": occurrence_axis(found, row["zone"], now, drawn),
         "legend": counts(found),
+        "incident_legend": [(kind, *INCIDENT_STYLES[kind]) for kind in INCIDENT_STYLES
+                            if any(span.kind == kind for span in drawn)],
         "next": filters.keyset_value(runs[-1].scheduled_at, runs[-1].id) if len(runs) == HISTORY else "",
         "revisions": [_revision(revision) for revision in schedule.revisions.order_by("-revision")[:20]],
         "audit": schedule.audit_entries.order_by("-id")[:AUDIT],
@@ -113,8 +118,7 @@ def schedule_detail(request, schedule_id):
         "orphaned": orphaned_directives(schedule),
         "held": Run.objects.filter(schedule=schedule, state=RunState.PENDING, pending_reason=PendingReason.HELD)
         .order_by("scheduled_at")[:COMING],
-        # Open ones first, then the latest resolved: which occurrence, since when, until when.
-        "incidents": schedule.incidents.order_by(F("resolved_at").desc(nulls_first=True), "-opened_at")[:INCIDENTS],
+        "incidents": incidents,
     }
     return render(request, "console/schedule.html", context)
 

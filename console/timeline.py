@@ -1,7 +1,9 @@
 """A schedule's occurrences on one time axis, in the schedule's zone: its recent runs by
 state (a mark at the scheduled instant, a bar from start to finish) and its coming instants
-as planned, with a line at now. Each mark carries its state and instant as data attributes
-and a title a person reads on hover; a run's mark links to its page."""
+as planned, with a line at now; below them its health incidents, a lane per kind, each a bar
+over the time it was open (opened to resolved, or to now). Each mark carries its state and
+instant as data attributes and a title a person reads on hover; a run's mark links to its
+page, an incident's bar to its occurrence's run (else to its row in the page's table)."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -33,6 +35,15 @@ STYLES = {
     "skipped": ("#ed8936", "#9c4221"),
 }
 ORDER = ("failed", "skipped", "running", "queued", "pending", "succeeded", "canceled", "planned")
+# Each incident kind's lane and colour (fill, outline); an open incident's bar is solid, a
+# resolved one's lighter.
+INCIDENT_STYLES = {
+    "late_start": ("late start", "#dd6b20", "#9c4221"),
+    "long_running": ("long running", "#805ad5", "#553c9a"),
+    "failures": ("failures", "#c53030", "#742a2a"),
+    "forecast": ("forecast", "#d69e2e", "#975a16"),
+}
+INCIDENT_BAR = 10
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,42 @@ def marks(runs, coming: list[datetime], zone: str, now: datetime) -> list[Mark]:
     return found
 
 
+@dataclass(frozen=True)
+class Span:
+    """An incident over the time it was open: `until` is None while it is open."""
+
+    kind: str
+    since: datetime
+    until: datetime | None
+    title: str
+    href: str
+    incident_id: str
+
+
+def spans(incidents, zone: str) -> list[Span]:
+    """The schedule's incidents (any order) as bars on its axis."""
+    found = []
+    for incident in incidents:
+        since, abbreviation = local(incident.opened_at, zone)
+        parts = [f"{incident.kind} since {since} {abbreviation}"]
+        if incident.resolved_at is not None:
+            until, until_abbreviation = local(incident.resolved_at, zone)
+            parts.append(f"resolved {until} {until_abbreviation}" + (
+                f" ({incident.resolution})" if incident.resolution else ""))
+        else:
+            parts.append("open")
+        if incident.instant is not None:
+            at, at_abbreviation = local(incident.instant, zone)
+            parts.append(f"occurrence {at} {at_abbreviation}")
+        if incident.run_id:
+            parts.append(f"run {incident.run_id}")
+        parts.append(incident.id)
+        href = reverse("console:run", args=[incident.run_id]) if incident.run_id else f"#incident-{incident.id}"
+        found.append(Span(incident.kind, incident.opened_at, incident.resolved_at, " · ".join(parts), href,
+                          incident.id))
+    return found
+
+
 def _title(run, zone: str) -> str:
     shown, abbreviation = local(run.scheduled_at, zone)
     parts = [f"{shown} {abbreviation}: {run.state}"]
@@ -83,10 +130,17 @@ def counts(found: list[Mark]) -> list[tuple[str, int, str, str]]:
     return [(state, tally[state], *STYLES[state]) for state in ORDER if state in tally]
 
 
-def occurrence_axis(found: list[Mark], zone: str, now: datetime) -> str:
-    if not found:
+def occurrence_axis(found: list[Mark], zone: str, now: datetime, incidents: list[Span] = ()) -> str:
+    """The axis spans the marks and now; an incident drawn widens it to its whole open time.
+    Drawn: every incident open at some moment of the marks' span (all the open ones), so an
+    incident resolved before the oldest run shown does not squeeze the runs (the page's
+    table lists it)."""
+    oldest = min([now] + [mark.at for mark in found])
+    incidents = [bar for bar in incidents if bar.until is None or bar.until >= oldest]
+    if not found and not incidents:
         return ""
     moments = [now] + [m for mark in found for m in (mark.at, mark.started, mark.finished) if m]
+    moments += [m for bar in incidents for m in (bar.since, bar.until) if m]
     low, high = min(moments), max(moments)
     pad = max((high - low) * 0.03, timedelta(seconds=30))
     low, high = low - pad, high + pad
@@ -97,6 +151,7 @@ def occurrence_axis(found: list[Mark], zone: str, now: datetime) -> str:
         return LEFT + (moment - low).total_seconds() / span * plot
 
     lanes = [lane for lane in ("scheduled", "run now") if any(mark.lane == lane for mark in found)]
+    lanes += [INCIDENT_STYLES[kind][0] for kind in INCIDENT_STYLES if any(bar.kind == kind for bar in incidents)]
     bottom = TOP + LANE * len(lanes)
     parts = []
     for index, lane in enumerate(lanes):
@@ -117,9 +172,11 @@ def occurrence_axis(found: list[Mark], zone: str, now: datetime) -> str:
         now_x, TOP - 4, bottom, TOP - 8))
     for mark in sorted(found, key=lambda m: m.at):
         parts.append(_mark(mark, x, TOP + LANE * lanes.index(mark.lane) + LANE / 2, now))
+    for bar in sorted(incidents, key=lambda b: b.since):
+        parts.append(_incident(bar, x, TOP + LANE * lanes.index(INCIDENT_STYLES[bar.kind][0]) + LANE / 2, now))
     parts.append(format_html(
         '<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="#4a5568">time in {} '
-        '(mark: scheduled instant; bar under it: started to finished)</text>',
+        '(mark: scheduled instant; bar under it: started to finished; incident bar: opened to resolved)</text>',
         LEFT + plot / 2, bottom + AXIS - 6, zone))
     height = bottom + AXIS
     return mark_safe(
@@ -132,7 +189,7 @@ def occurrence_axis(found: list[Mark], zone: str, now: datetime) -> str:
 def _mark(mark: Mark, x, middle: float, now: datetime) -> str:
     fill, outline = STYLES[mark.state]
     cx, half = x(mark.at), MARK / 2
-    at = mark.at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    at = _utc(mark.at)
     if mark.state == "skipped":  # a diamond: nothing ran
         shape = format_html(
             '<polygon class="occurrence" points="{},{} {},{} {},{} {},{}" fill="{}" stroke="{}" '
@@ -155,3 +212,20 @@ def _mark(mark: Mark, x, middle: float, now: datetime) -> str:
     if mark.href:
         return format_html('<a href="{}">{}</a>', mark.href, shape)
     return shape
+
+
+def _incident(span: Span, x, middle: float, now: datetime) -> str:
+    _, fill, outline = INCIDENT_STYLES[span.kind]
+    start_x = x(span.since)
+    end_x = x(span.until or now)
+    shape = format_html(
+        '<rect class="incident" x="{}" y="{}" width="{}" height="{}" fill="{}" fill-opacity="{}" stroke="{}" '
+        'data-kind="{}" data-opened="{}" data-resolved="{}" data-incident="{}"><title>{}</title></rect>',
+        f"{start_x:.1f}", f"{middle - INCIDENT_BAR / 2:.1f}", f"{max(end_x - start_x, 2.0):.1f}", INCIDENT_BAR, fill,
+        "0.45" if span.until else "1", outline, span.kind, _utc(span.since), _utc(span.until) if span.until else "",
+        span.incident_id, span.title)
+    return format_html('<a href="{}">{}</a>', span.href, shape)
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -12,7 +12,7 @@ budget, CAPACITY_FORECAST_BUDGET; a range that needs more raises ForecastTooLarg
 answers 400: ask for a shorter range)."""
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -89,6 +89,28 @@ def forecast(start: datetime, end: datetime, *, tenant_id: str | None = None, cl
                 needed[rc] = _required(part, objective, claim, steps, _until(start, end))
     rows.sort(key=lambda r: (r.minute, r.resource_class))
     return Forecast(start, end, objective, capacity, rows, needed)
+
+
+def lateness_by_tenant(start: datetime, end: datetime, *, budget: int | None = None) -> dict:
+    """{(class, minute index after `start`, tenant id, strict): Lateness}: the same simulation
+    as `forecast`'s (everyone's occurrences, the live slots, the work under way), its start
+    lateness told apart per tenant and strictness within each minute's wave: the claim serves
+    tenants by fair share and strict runs first, so one tenant's share of a wave may start on
+    time while another's is late. Within one tenant, strictness and instant the claim serves
+    runs by id, minted at materialization: which of them a schedule's run will be is not
+    known before, so that group's lateness is the finest a schedule's own can be told."""
+    steps = Steps(settings.CAPACITY_FORECAST_BUDGET if budget is None else budget)
+    found = {}
+    with _bounded(start, end):
+        work = range_work(start, end, None, steps)
+        capacity = capacity_by_class()
+        for rc, part in sorted(work.items()):
+            arrivals = [arrival if arrival.key is None else replace(
+                arrival, key=(arrival.key, arrival.tenant, arrival.strict)) for arrival in part.arrivals]
+            lateness = simulate(arrivals, capacity.get(rc, {}).get("liveSlots", 0), busy_until=part.busy_until,
+                                claimants=claimants(part), budget=steps, until=_until(start, end))
+            found.update(((rc, *key), value) for key, value in lateness.items() if key is not None)
+    return found
 
 
 def required_slots(start: datetime, end: datetime, *, objective: float | None = None) -> dict[str, int]:

@@ -85,6 +85,7 @@ def health_pass(*, now: datetime | None = None) -> HealthStats:
         stats.resolved[IncidentKind.FORECAST] = stats.resolved.get(IncidentKind.FORECAST, 0) + passed
     breaches = [*late_starts(now), *long_runs(now), *failure_streaks(now), *at_risk]
     stats.opened = open_incidents(breaches, now)
+    _last_pass["at"] = now
     return stats
 
 
@@ -143,25 +144,59 @@ def late_starts(now: datetime) -> list[Incident]:
     return list(breaches.values())
 
 
+# When this process's last pass read the clock: the next looks for runs finished since then
+# (less FINISHED_SLACK, for a completion whose write committed after that read), and at most
+# HEALTH_LOOKBACK_SECONDS back (the first pass of a process, a clock gone back). Its cost,
+# not its correctness: every pass of every process looks back at least to its own last pass.
+_last_pass = {"at": None}
+FINISHED_SLACK = timedelta(seconds=60)
+
+
+def finished_since(now: datetime) -> datetime:
+    """How far back this pass looks for runs that finished too late."""
+    lookback = timedelta(seconds=settings.HEALTH_LOOKBACK_SECONDS)
+    last = _last_pass["at"]
+    if last is None or not timedelta(0) <= now - last <= lookback:
+        return now - lookback
+    return max(last - FINISHED_SLACK, now - lookback)
+
+
 def long_runs(now: datetime) -> list[Incident]:
-    """Runs still running finishWithinSeconds after they started."""
-    rows = (
-        Run.objects.filter(state=RunState.RUNNING, schedule__expect_finish_within_seconds__isnull=False,
-                           schedule__deleted_at__isnull=True)
+    """Runs still running finishWithinSeconds after they started, and runs that finished
+    later than that since the last pass (a breach that began and ended between two passes):
+    one incident per run, the schedule's earliest started breach first."""
+    expecting = Q(schedule__expect_finish_within_seconds__isnull=False, schedule__deleted_at__isnull=True)
+    columns = ("id", "schedule_id", "tenant_id", "scheduled_at", "started_at", "finished_at",
+               "schedule__expect_finish_within_seconds")
+    running = (
+        Run.objects.filter(expecting, state=RunState.RUNNING)
         .alias(deadline=_after("started_at", "schedule__expect_finish_within_seconds"))
         .filter(deadline__lt=now)
         .filter(~Exists(Incident.objects.filter(schedule_id=OuterRef("schedule_id"), kind=IncidentKind.LONG_RUNNING,
                                                 resolved_at__isnull=True)))
-        .values_list("id", "schedule_id", "tenant_id", "scheduled_at", "started_at",
-                     "schedule__expect_finish_within_seconds")
-        .order_by("schedule_id", "started_at")
+        .values_list(*columns)
+    )
+    # A breach that another incident of the kind, open while it lasted, already stood for
+    # (one resolved since by a later occurrence, say) is not told again.
+    covered = Incident.objects.filter(schedule_id=OuterRef("schedule_id"), kind=IncidentKind.LONG_RUNNING,
+                                      opened_at__lte=OuterRef("finished_at")).filter(
+        Q(resolved_at__isnull=True) | Q(resolved_at__gte=OuterRef("deadline")))
+    finished_late = (
+        Run.objects.filter(expecting, finished_at__gte=finished_since(now), started_at__isnull=False)
+        .alias(deadline=_after("started_at", "schedule__expect_finish_within_seconds"))
+        .filter(finished_at__gt=F("deadline"))
+        .filter(_not_reported(IncidentKind.LONG_RUNNING), ~Exists(covered))
+        .values_list(*columns)
     )
     breaches = {}
-    for run_id, schedule_id, tenant_id, scheduled_at, started_at, within in rows:
+    for run_id, schedule_id, tenant_id, scheduled_at, started_at, finished_at, within in sorted(
+            [*running, *finished_late], key=lambda row: (row[4], row[0])):
+        detail = {"finishWithinSeconds": within, "startedAt": instant(started_at)}
+        if finished_at is not None:
+            detail["finishedAt"] = instant(finished_at)
         breaches.setdefault(schedule_id, Incident(
             tenant_id=tenant_id, schedule_id=schedule_id, kind=IncidentKind.LONG_RUNNING, breach_key=f"run:{run_id}",
-            run_id=run_id, instant=scheduled_at,
-            detail={"finishWithinSeconds": within, "startedAt": instant(started_at)},
+            run_id=run_id, instant=scheduled_at, detail=detail,
         ))
     return list(breaches.values())
 

@@ -142,6 +142,42 @@ def test_browser__schedule_page_shows_recent_and_coming_on_one_axis(browser, his
     looks_right(browser, "schedule")
 
 
+def test_browser__schedule_page_draws_incidents_over_the_time_they_were_open(browser, history, live_server):
+    from runs.models import Incident, Run
+
+    runs = list(Run.objects.filter(schedule=history).order_by("scheduled_at"))
+    failed = next(run for run in runs if run.state == "failed")
+    now = authority_now()
+    resolved = Incident.objects.create(
+        tenant_id=history.tenant_id, schedule=history, kind="failures", breach_key="from:test", run=failed,
+        instant=failed.scheduled_at, opened_at=failed.finished_at, resolved_at=failed.finished_at + timedelta(minutes=20),
+        resolution="recovered")
+    running = runs[-1]
+    open_ = Incident.objects.create(
+        tenant_id=history.tenant_id, schedule=history, kind="long_running", breach_key=f"run:{running.id}",
+        run=running, instant=running.scheduled_at, opened_at=now - timedelta(minutes=3))
+    browser.get(f"{live_server.url}/console/schedules/{history.id}/")
+    bars = {bar.get_attribute("data-incident"): bar
+            for bar in browser.find_elements(By.CSS_SELECTOR, "#occurrence-axis rect.incident")}
+    assert set(bars) == {resolved.id, open_.id}
+    assert bars[resolved.id].get_attribute("data-kind") == "failures"
+    assert bars[open_.id].get_attribute("data-kind") == "long_running"
+    assert bars[resolved.id].get_attribute("fill") != bars[open_.id].get_attribute("fill")  # told apart by kind
+    title = bars[open_.id].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+    assert title.startswith("long_running since ") and " · open · occurrence " in title and running.id in title
+    marks = {mark.get_attribute("data-at"): mark for mark in browser.find_elements(By.CSS_SELECTOR, "#occurrence-axis .occurrence")}
+    failed_mark = marks[failed.scheduled_at.strftime("%Y-%m-%dT%H:%M:%SZ")].rect
+    resolved_bar = bars[resolved.id].rect
+    assert resolved_bar["x"] > failed_mark["x"]  # opened when the failed run finished, after its instant
+    assert resolved_bar["y"] > failed_mark["y"] and bars[open_.id].rect["y"] > failed_mark["y"]  # lanes below runs
+    now_x = browser.find_element(By.ID, "now-line").rect["x"]
+    open_bar = bars[open_.id].rect
+    assert open_bar["x"] < now_x <= open_bar["x"] + open_bar["width"] + 1  # open: drawn up to now
+    link = bars[open_.id].find_element(By.XPATH, "..")
+    assert link.get_dom_attribute("href") == f"/console/runs/{running.id}/"
+    looks_right(browser, "schedule-incidents")
+
+
 def test_browser__runs_list_names_schedules(browser, history, live_server):
     browser.get(f"{live_server.url}/console/runs/")
     cells = browser.find_elements(By.CSS_SELECTOR, "#runs td.schedule a")

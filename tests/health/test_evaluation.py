@@ -5,11 +5,13 @@ from datetime import timedelta
 
 import pytest
 
+from runs.health import evaluation
 from runs.health.evaluation import health_pass
 from runs.models import Incident, Run
 from schedules.models import Schedule
 from schedules.services import schedule_delete, schedule_update
 from schedules.specs import ScheduleSpec
+from scheduler_project.clock import authority_now, instant
 from tests.authority_steps import REPORT, make_due, publish, stage
 from tests.health.steps import claim_all, expecting, fail, later, materialize
 
@@ -86,6 +88,85 @@ def test_long_running__a_run_past_its_finish_time(tenant):
     (second,) = claim_all()
     publish(second, stage(second, REPORT))
     assert health_pass().resolved["long_running"] == 1
+
+
+def _ran_for(run: Run, seconds: float) -> None:
+    """The claimed run started `seconds` ago (as time passing would have put it)."""
+    Run.objects.filter(id=run.id).update(started_at=authority_now() - timedelta(seconds=seconds))
+
+
+def test_long_running__a_run_that_ends_late_between_two_passes(tenant):
+    schedule = expecting(tenant, finishWithinSeconds=60)
+    materialize(schedule)
+    (run,) = claim_all()
+    assert not health_pass()  # running, within its time
+    _ran_for(run, 90)
+    publish(run, stage(run, REPORT))  # finished 90 s after it started, before the next pass
+    assert health_pass(now=later(1)).opened == {"long_running": 1}
+    incident = Incident.objects.get()
+    run.refresh_from_db()
+    assert (incident.run_id, incident.instant, incident.resolved_at) == (run.id, run.scheduled_at, None)
+    assert incident.detail["finishedAt"] == instant(run.finished_at)
+    assert not health_pass(now=later(2)).opened  # the same breach: nothing more
+    evaluation._last_pass["at"] = None  # another process's first pass looks back further: the same breach
+    assert not health_pass(now=later(3)).opened and Incident.objects.count() == 1
+    materialize(schedule)  # the next occurrence finishes in time: resolved
+    (second,) = claim_all()
+    publish(second, stage(second, REPORT))
+    assert health_pass(now=later(4)).resolved == {"long_running": 1}
+    evaluation._last_pass["at"] = None  # resolved: never reopened by a pass that reads the late run again
+    assert not health_pass(now=later(5)).opened and Incident.objects.count() == 1
+
+
+def test_long_running__reported_while_running_then_ending_late_is_one_breach(tenant):
+    schedule = expecting(tenant, finishWithinSeconds=60)
+    materialize(schedule)
+    (run,) = claim_all()
+    assert health_pass(now=later(61)).opened == {"long_running": 1}
+    publish(run, stage(run, REPORT))
+    _ran_for(run, 90)
+    assert not health_pass(now=later(62)).opened
+    assert Incident.objects.get().breach_key == f"run:{run.id}"
+
+
+def test_long_running__a_late_finish_while_an_earlier_incident_was_open_belongs_to_it(tenant):
+    schedule = expecting(tenant, finishWithinSeconds=60)
+    materialize(schedule)
+    (first,) = claim_all()
+    _ran_for(first, 120)
+    assert health_pass().opened == {"long_running": 1}  # the first runs long
+    publish(first, stage(first, REPORT))
+    materialize(schedule)
+    (second,) = claim_all()
+    _ran_for(second, 90)
+    publish(second, stage(second, REPORT))  # the second ends late while the first's incident is open
+    assert not health_pass().opened
+    materialize(schedule)
+    (third,) = claim_all()
+    publish(third, stage(third, REPORT))  # the third in time: resolved
+    assert health_pass().resolved == {"long_running": 1}
+    evaluation._last_pass["at"] = None  # a process started now reads the second's late finish again
+    assert not health_pass().opened and Incident.objects.count() == 1
+
+
+def test_long_running__a_run_that_ended_in_time_is_no_breach(tenant):
+    schedule = expecting(tenant, finishWithinSeconds=60)
+    materialize(schedule)
+    (run,) = claim_all()
+    _ran_for(run, 30)
+    publish(run, stage(run, REPORT))
+    assert not health_pass(now=later(1))
+
+
+def test_long_running__a_late_finish_older_than_the_look_back_is_not_read(tenant, settings):
+    settings.HEALTH_LOOKBACK_SECONDS = 60
+    schedule = expecting(tenant, finishWithinSeconds=60)
+    materialize(schedule)
+    (run,) = claim_all()
+    _ran_for(run, 90)
+    publish(run, stage(run, REPORT))
+    assert not health_pass(now=later(120))  # finished two minutes before this (first) pass
+    assert health_pass(now=later(30)).opened == {"long_running": 1}  # a clock gone back: looks back again
 
 
 def test_failures__a_streak_of_n_opens_and_a_success_resolves(tenant):

@@ -11,6 +11,8 @@ from runs.health.evaluation import health_pass
 from runs.models import Incident
 from schedules.models import Schedule
 from scheduler_project.clock import authority_now
+from tests.authority_steps import create_schedule
+from tests.factories import make_tenant
 from tests.health.steps import expecting
 
 pytestmark = pytest.mark.django_db
@@ -62,3 +64,25 @@ def test_the_instant_passes__resolved(tenant):
     stats = health_pass(now=at + timedelta(seconds=1))
     assert stats.resolved.get("forecast") == 1
     assert Incident.objects.get(kind="forecast").resolution == "instant_passed"
+
+
+def test_per_schedule__fair_share_starts_a_light_tenant_on_time_in_a_heavy_wave(tenant, settings):
+    """Two slots, one wave of 30-second runs: the heavy tenant's ten queue behind each other,
+    while the claim serves the light tenant's one by fair share among the first two: only the
+    heavy tenant's schedule is at risk (the class's whole wave is late at p99)."""
+    settings.CAPACITY_DEFAULT_DURATION_SECONDS = 30
+    heavy = expecting(tenant, name="heavy", startWithinSeconds=60)
+    light = expecting(make_tenant("light"), name="light", startWithinSeconds=60)
+    at = due_in(heavy, 7 * 60)
+    for n in range(9):
+        Schedule.objects.filter(id=create_schedule(tenant, name=f"heavy-{n}").id).update(next_run_at=at)
+    Schedule.objects.filter(id=light.id).update(next_run_at=at)
+    slots_report("worker-a", {"short": 2})
+    try:
+        assert health_pass().opened == {"forecast": 1}
+        incident = Incident.objects.get()
+        assert incident.schedule_id == heavy.id and incident.detail["predictedLatenessSeconds"] > 60
+        slots_report("worker-a", {"short": 10})  # the whole wave starts at once: recovered
+        assert health_pass().resolved == {"forecast": 1}
+    finally:
+        slots_withdraw("worker-a")
