@@ -392,7 +392,7 @@ def lease_unpublished(now, until, limit: int) -> list[tuple]:
 
 def in_id_order(rows, *, skip_locked: bool = False):
     """The rows of the queryset ``rows`` (outbox rows), for one multi-row UPDATE or DELETE that
-    locks them in id order first (``id IN (SELECT id ... ORDER BY id FOR NO KEY UPDATE)``);
+    locks them in id order first (``id = ANY(ARRAY(SELECT id ... ORDER BY id FOR NO KEY UPDATE)))``);
     inside a transaction. Every writer of many outbox rows at once takes them in this order
     (the claim's mark_dispatched spells it in its own SQL), so two such statements wait for
     each other instead of each holding a row the other needs next: the relay marking a
