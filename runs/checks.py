@@ -1,12 +1,12 @@
 """What a production PostgreSQL needs for a runs table that keeps history, checked where it
-can be seen from inside (a database check: `manage.py migrate` and `check --database default`
-run it). docs/operations.md, "A database with history", says why each matters. A database
+can be seen from inside (a database check: `manage.py migrate`, `check --database default`
+and `verify_integrity` run it). docs/operations.md, "A production PostgreSQL", says why each matters. A database
 that cannot be reached, or the embedded SQLite, is not warned about here."""
 
 from django.core import checks
 from django.db import DatabaseError, connections
 
-DOCS = "docs/operations.md, 'A database with history'"
+DOCS = "docs/operations.md, 'A production PostgreSQL'"
 
 # Settings of the server, each with the value it needs and why.
 SERVER_SETTINGS = {
