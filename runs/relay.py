@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import transaction
 
 from scheduler_project.clock import authority_now
-from runs.authority.sql import lease_unpublished, set_outbox
+from runs.authority.sql import in_id_order, lease_unpublished, set_outbox
 from runs.models import Outbox, OutboxKind, RunState
 
 RELAY_LEASE_SECONDS = 30
@@ -58,12 +58,16 @@ def republish_after_broker_restart(epoch: str) -> int:
     waiting for the time-based backstop below. Returns how many."""
     if not epoch:
         return 0
-    return Outbox.objects.filter(
+    lost = Outbox.objects.filter(
         kind=OutboxKind.DISPATCH,
         processed_at__isnull=True,
         published_at__isnull=False,
         run__state=RunState.QUEUED,
-    ).exclude(broker_epoch__in=(epoch, "")).update(published_at=None)
+    ).exclude(broker_epoch__in=(epoch, ""))
+    # A row another transaction holds is left (in_id_order): a claim is spending its hint, or
+    # another pass is republishing it already.
+    with transaction.atomic():
+        return in_id_order(lost, skip_locked=True).update(published_at=None)
 
 
 def republish_lost_hints(queued_claims) -> int:
@@ -88,5 +92,7 @@ def republish_lost_hints(queued_claims) -> int:
         missing = rows.count() - queued_claims(resource_class)
         if missing > 0:
             ids = list(rows.order_by("id").values_list("id", flat=True)[:missing])
-            republished += Outbox.objects.filter(id__in=ids, published_at__lt=cutoff).update(published_at=None)
+            with transaction.atomic():  # skipping rows a claim holds: it is spending their hints
+                republished += in_id_order(Outbox.objects.filter(id__in=ids, published_at__lt=cutoff),
+                                           skip_locked=True).update(published_at=None)
     return republished

@@ -250,11 +250,14 @@ def mark_dispatched(run_ids: list[str]) -> None:
     # the lookup per run). As one `run_id = ANY(...)` condition, a planner with no statistics
     # of the outbox (a new database's first wave, before autovacuum analyzed it) counts 0.5 %
     # of the table per id and, for a claim's few dozen ids, reads the whole table instead.
+    # The rows found are locked in id order, as every multi-row writer of the outbox locks them
+    # (runs.authority.sql.in_id_order says why), not in the claim's order of runs; never
+    # skipped: an intent left unprocessed would stay in the unprocessed index for good.
     sql = (
-        f"UPDATE {OUTBOX} AS t SET processed_at = {now_sql()}"
-        f" FROM unnest(%s::varchar[]) AS c(run_id) CROSS JOIN LATERAL ("
+        f"UPDATE {OUTBOX} SET processed_at = {now_sql()} WHERE id = ANY(ARRAY("
+        f" SELECT o.id FROM unnest(%s::varchar[]) AS c(run_id) CROSS JOIN LATERAL ("
         f"  SELECT id FROM {OUTBOX} WHERE run_id = c.run_id AND kind = %s AND processed_at IS NULL OFFSET 0"
-        f" ) AS o WHERE t.id = o.id"
+        f" ) AS f JOIN {OUTBOX} AS o ON o.id = f.id ORDER BY o.id{row_locks(False, of='o')}))"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [pg_array(run_ids), OutboxKind.DISPATCH])

@@ -9,8 +9,8 @@ writer at a time). Callers hold the locks each statement's docstring names.
 """
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import BooleanField, F, Q
+from django.db import connection, transaction
+from django.db.models import BooleanField, F, Func, Q, Subquery
 from django.db.models.expressions import RawSQL
 
 from runs.authority.claim_sql import among, checked, checked_q, clock_sql, pg_array, row_locks
@@ -390,8 +390,31 @@ def lease_unpublished(now, until, limit: int) -> list[tuple]:
         return sorted(cursor.fetchall())
 
 
+def in_id_order(rows, *, skip_locked: bool = False):
+    """The rows of the queryset ``rows`` (outbox rows), for one multi-row UPDATE or DELETE that
+    locks them in id order first (``id = ANY(ARRAY(SELECT id ... ORDER BY id FOR NO KEY UPDATE)))``);
+    inside a transaction. Every writer of many outbox rows at once takes them in this order
+    (the claim's mark_dispatched spells it in its own SQL), so two such statements wait for
+    each other instead of each holding a row the other needs next: the relay marking a
+    batch published and a claim marking the same intents processed deadlocked that way.
+    With ``skip_locked``, rows another transaction holds are left out: for a writer whose
+    change the holder makes moot. SQLite has no row locks (one writer at a time): ``rows``."""
+    if not connection.features.has_select_for_update:
+        return rows
+    locked = rows.order_by("pk").select_for_update(no_key=True, skip_locked=skip_locked, of=("self",)).values("pk")
+    # ``id = ANY(ARRAY(...))``: every row locked first, by a subplan run once, then each written
+    # by primary key. Joined as ``id IN (...)``, the planner may read the whole table to match
+    # them (a new database's outbox, before its first ANALYZE).
+    return rows.model.objects.filter(Func(F("pk"), Subquery(locked), arg_joiner=" = ANY(ARRAY",
+                                          template="%(expressions)s)", output_field=BooleanField()))
+
+
 def set_outbox(ids: list[int], **changes) -> int:
-    """Write ``changes`` to the outbox rows ``ids``; on PostgreSQL the ids are one array."""
-    rows = Outbox.objects.filter(id__in=ids) if connection.vendor != "postgresql" else Outbox.objects.filter(
-        RawSQL(f'"{Outbox._meta.db_table}"."id" = ANY(%s::bigint[])', [list(ids)], output_field=BooleanField()))
-    return rows.update(**changes)
+    """Write ``changes`` to the outbox rows ``ids``, waiting for any claim that holds one
+    (in_id_order): a claim marking a row processed does not make its publication less true.
+    On PostgreSQL the ids are one array."""
+    if connection.vendor != "postgresql":
+        return Outbox.objects.filter(id__in=ids).update(**changes)
+    rows = Outbox.objects.filter(RawSQL('"id" = ANY(%s::bigint[])', [list(ids)], output_field=BooleanField()))
+    with transaction.atomic():
+        return in_id_order(rows).update(**changes)

@@ -178,3 +178,16 @@ def test_verify__finished_at_out_of_step_with_the_state__reported(system):
 def _columns(run: Run) -> dict:
     """The run's columns, for a raw copy of it."""
     return {f.attname: getattr(run, f.attname) for f in Run._meta.concrete_fields}
+
+
+def test_command__warns_of_the_servers_settings_as_migrate_does():
+    """Run by an operator (not through call_command, which skips system checks), the command
+    runs the database's checks too: after a restore, this machine's shared_buffers (128 MB)
+    is warned about on stderr, and the report and exit status do not change."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_size_bytes(current_setting('shared_buffers')) < 1024 ^ 3")
+        small = cursor.fetchone()[0]
+    out, err = StringIO(), StringIO()
+    call_command("verify_integrity", "--skip-store", "--json", skip_checks=False, stdout=out, stderr=err)
+    assert json.loads(out.getvalue())["found"]["runs"] == 0
+    assert ("runs.W002" in err.getvalue()) == small
