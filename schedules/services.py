@@ -118,7 +118,7 @@ def _contended() -> Contended:
 
 
 def _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, actor):
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         lock_tenant(tenant)
         if idempotency_key:
             previous = RequestKey.objects.filter(tenant=tenant, scope="schedules", key=idempotency_key).first()
@@ -223,7 +223,7 @@ def _edit_admission(tenant, schedule_id, changes) -> tuple[object, int | None]:
 
 
 def _update(tenant, schedule_id, expected_revision, changes, actor, admission, seen, dry_run) -> Edit:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         if changes.concurrency_key:
             _uses_concurrency_keys(tenant)  # the tenant's row before the schedule's: the lock order
         schedule = lock_schedule(schedule_id, tenant=tenant)
@@ -293,7 +293,7 @@ def schedule_pause(*, tenant: Tenant, schedule_id: str, until=NOT_GIVEN, reason=
     (runs.authority.resume_due_pauses). On a paused schedule the given `until` (None: no end)
     and `reason` replace the pause's, and the pause becomes this request's (no bulk action's
     resume ends it); given nothing, a paused schedule is left as it is."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedule = lock_schedule(schedule_id, tenant=tenant)
         now = authority_now()
         if until is not NOT_GIVEN and until is not None and until <= now:
@@ -326,7 +326,7 @@ def pause_details(schedule: Schedule) -> dict:
 
 def schedule_delete(*, tenant: Tenant, schedule_id: str, actor: Actor = UNNAMED_API) -> None:
     """Soft delete: the schedule stops and disappears; its runs stay readable."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedule = lock_schedule(schedule_id, tenant=tenant)
         schedule.deleted_at = authority_now()
         schedule.next_run_at = None
