@@ -1,5 +1,7 @@
 """Effect delivery: the only code that changes an effect intent's state, each change a
-guarded write (``_write``: the intent as it was when locked, or a loud TransitionConflict).
+guarded statement (``UPDATE ... WHERE`` its guard): a claim or an operator's decision under
+the intent as it was when locked (``_write``, or a loud TransitionConflict), a delivery's
+outcome under its claim (``_claim_held``: 0 rows and the delivery lost, ``finish_delivery``).
 
 One delivery is three steps, and only the middle one touches the network:
 
@@ -41,7 +43,7 @@ from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from effects.quota import email_recipients_take
 from objectstore import ObjectMissing, download_filename, get_object_store
 from runs.authority.objects import object_pin
-from runs.authority.sql import transition
+from runs.authority.sql import TransitionConflict, transition
 from runs.backoff import retry_delay_seconds
 from scheduler_project.clock import authority_now
 from runs.models import ObjectState, StoredObject
@@ -94,8 +96,10 @@ def effects_pass(*, limit: int | None = None) -> PassStats:
         done.add(claimed.intent_id)
         stats.deliveries += 1
         outcome = perform(claimed)
-        finish_delivery(claimed, outcome)
-        stats.count(outcome.outcome)
+        if finish_delivery(claimed, outcome):
+            stats.count(outcome.outcome)
+        else:  # another delivery or an operator settled the intent meanwhile: theirs stands
+            stats.count("lost")
     return stats
 
 
@@ -337,28 +341,52 @@ def _download_link(p: PreparedDelivery) -> str:
 # --- Step 3: record the outcome ------------------------------------------------------------
 
 
-def finish_delivery(p: PreparedDelivery, result: ProviderOutcome) -> None:
+def finish_delivery(p: PreparedDelivery, result: ProviderOutcome) -> bool:
+    """Record the provider's answer on the delivery's row and, while the delivery still holds
+    its claim on the intent, settle the intent. Answers whether it settled it: False when the
+    delivery lost its claim (the intent was removed, a later delivery took it after this
+    one's deadline, or it settled meanwhile), and then the intent keeps the winner's outcome.
+
+    Both writes are guarded statements (``UPDATE ... WHERE`` the guard, 0 rows: lost):
+    the delivery row is written once by its deliverer, replacing at most the `uncertain` a
+    deadline recovery wrote meanwhile (the real answer is better evidence); the intent only
+    under ``_claim_held``. One exception, by design: a `sent` answer settles an intent not yet
+    sent whoever holds it, because calling a delivered message anything else would hide it."""
     with transaction.atomic():
         now = authority_now()
         intent = EffectIntent.objects.select_for_update().filter(id=p.intent_id).first()
         if intent is None:
             log.warning("effect %s: intent removed while delivery %d was in flight", p.action, p.number)
-            return
-        locked = _locked(intent)
-        delivery = EffectDelivery.objects.select_for_update().get(id=p.delivery_id)
-        # Even if a deadline recovery already called it uncertain, the real answer is better
-        # evidence: overwritten whatever it holds (the guard only refuses another intent's row).
-        transition(delivery, {"intent_id": intent.id}, finished_at=now,
-                   outcome=_delivery_state(result.outcome), external_id=result.external_id[:300],
-                   detail=result.detail[:10000])
-        if result.outcome == adapters.SENT and intent.state != EffectState.SENT:
+            return False
+        unanswered = Q(intent_id=intent.id) & (Q(finished_at__isnull=True) | Q(outcome=EffectState.UNCERTAIN))
+        if not EffectDelivery.objects.filter(unanswered, id=p.delivery_id).update(
+                finished_at=now, outcome=_delivery_state(result.outcome), external_id=result.external_id[:300],
+                detail=result.detail[:10000]):
+            raise TransitionConflict(f"effect {p.action}: delivery {p.number} already has its deliverer's outcome")
+        if result.outcome == adapters.SENT:
+            guard = ~Q(state=EffectState.SENT)
             intent.external_id = result.external_id[:300]
-            _settle(intent, adapters.SENT, now)
-        elif intent.delivery_count == p.number and intent.state not in SETTLED_STATES:
-            _settle(intent, result.outcome, now, reason=result.reason)
-        intent.updated_at = now
-        _write(intent, locked)
+        else:
+            guard = _claim_held(p)
+        _settle(intent, result.outcome, now, reason=result.reason)
+        if not EffectIntent.objects.filter(guard, id=intent.id).update(
+                **{name: getattr(intent, name) for name in WRITTEN}):
+            log.info("effect %s: delivery %d lost its claim (%s); its %s is recorded on the delivery only",
+                     p.action, p.number, _holder(p.intent_id), result.outcome)
+            return False
     log.info("effect %s: delivery %d %s (%s)", p.action, p.number, result.outcome, result.detail[:200])
+    return True
+
+
+def _claim_held(p: PreparedDelivery) -> Q:
+    """The guard of a delivery's settlement: the intent's latest delivery is still this one
+    (no claim took it after this one's deadline) and nothing settled it meanwhile."""
+    return Q(delivery_count=p.number, state__in=(EffectState.PENDING, EffectState.UNCERTAIN))
+
+
+def _holder(intent_id: str) -> str:
+    held = EffectIntent.objects.filter(id=intent_id).values_list("state", "delivery_count").first()
+    return "intent removed" if held is None else f"the intent is {held[0]} after delivery {held[1]}"
 
 
 def _delivery_state(outcome: str) -> str:

@@ -17,7 +17,6 @@ from schedules import recurrence
 from schedules.services import rule_warnings, schedule_create, schedule_edit, schedule_preview, schedule_update
 from schedules.specs import DEFAULT_POLICIES
 from scheduler_project.clock import instant
-from runs.capacity.admission import admit_start_deadline
 from scheduler_project.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
 
 PREVIEW_COUNT = 5
@@ -292,7 +291,7 @@ class ScheduleForm(forms.ModelForm):
     def _save(self, spec) -> None:
         if not self.editing:
             self.instance, _ = schedule_create(
-                tenant=self.cleaned_data["tenant"], spec=spec, actor=self.actor, admit=admit_start_deadline
+                tenant=self.cleaned_data["tenant"], spec=spec, actor=self.actor
             )
             return
         self.instance = schedule_update(
@@ -301,7 +300,6 @@ class ScheduleForm(forms.ModelForm):
             expected_revision=self.cleaned_data.get("expected_revision") or self.instance.revision,
             changes=spec,
             actor=self.actor,
-            admit=admit_start_deadline,  # the API's admission of a strict start promise
         )
 
     def _add_domain_error(self, exc: DomainError) -> None:

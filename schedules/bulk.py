@@ -31,7 +31,7 @@ def schedules_pause_matching(*, tenant: Tenant, labels: dict, job_type: str | No
     matching = schedules_matching(tenant=tenant, labels=labels, job_type=job_type).filter(paused=False)
     after = ""
     while True:
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             page = list(matching.filter(id__gt=after).order_by("id").values_list("id", flat=True)[:BULK_BATCH])
             if not page:
                 return action

@@ -253,7 +253,7 @@ def _payload(calendar: Calendar) -> dict:
 
 
 def calendar_create(*, tenant: Tenant, fields: dict, author_kind: str = AuthorKind.API) -> Calendar:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         calendar = Calendar(tenant=tenant, **fields)
         calendar.save(force_insert=True)
         CalendarRevision.objects.create(calendar=calendar, revision=1, payload=_payload(calendar),
@@ -264,7 +264,7 @@ def calendar_create(*, tenant: Tenant, fields: dict, author_kind: str = AuthorKi
 def calendar_update(*, tenant: Tenant, calendar_id: str, expected_revision: int, fields: dict,
                     author_kind: str = AuthorKind.API) -> Calendar:
     """PATCH with expectedRevision; then the schedules using it get their next_run_at again."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         calendar = Calendar.objects.select_for_update().filter(id=calendar_id, tenant=tenant).first()
         if calendar is None:
             raise NotFound("no such calendar")
@@ -281,7 +281,7 @@ def calendar_update(*, tenant: Tenant, calendar_id: str, expected_revision: int,
 def calendar_import(*, tenant: Tenant, calendar_id: str, text: bytes, author_kind: str = AuthorKind.API) -> Calendar:
     """Adds the dates of the .ics text's all-day events (a new revision)."""
     added = ics_dates(text)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         calendar = Calendar.objects.select_for_update().filter(id=calendar_id, tenant=tenant).first()
         if calendar is None:
             raise NotFound("no such calendar")
@@ -301,7 +301,7 @@ def _revise(calendar: Calendar, fields: dict, author_kind: str) -> None:
 
 
 def calendar_delete(*, tenant: Tenant, calendar_id: str) -> None:
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         calendar = Calendar.objects.select_for_update().filter(id=calendar_id, tenant=tenant).first()
         if calendar is None:
             raise NotFound("no such calendar")
@@ -325,7 +325,7 @@ def calendar_recompute_schedules(calendar_id: str, *, batch: int = CALENDAR_RECO
         if not ids:
             return changed
         after_id = ids[-1]
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             # A schedule whose every instant was excluded has no next_run_at; an edit may give it one.
             schedules = list(Schedule.objects.select_for_update(of=("self",)).filter(
                 id__in=ids, deleted_at__isnull=True, paused=False).order_by("id"))

@@ -58,7 +58,7 @@ def directive_put(*, tenant, schedule_id: str, at: datetime, action: str, note: 
     QuotaExceeded past MAX_DIRECTIVES on the schedule."""
     if action not in DirectiveAction.values:
         raise InvalidRequest(f"action must be one of {', '.join(DirectiveAction.values)}", field="action")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedule = lock_schedule(schedule_id, tenant=tenant)
         now = authority_now()
         _check_instant(schedule, at, now)
@@ -81,7 +81,7 @@ def directive_put(*, tenant, schedule_id: str, at: datetime, action: str, note: 
 def directive_delete(*, tenant, schedule_id: str, at: datetime, actor: Actor = UNNAMED_API) -> None:
     """Remove the directive of ``at``: NotFound without one, InvalidState once the instant
     is materialized (it was applied); an orphaned directive can always be removed."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedule = lock_schedule(schedule_id, tenant=tenant)
         directive = OccurrenceDirective.objects.filter(schedule=schedule, instant=at).first()
         if directive is None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from schedules import recurrence
@@ -44,17 +45,14 @@ def schedule_create(
     idempotency_key: str | None = None,
     request_hash: str = "",
     actor: Actor = UNNAMED_API,
-    admit=None,
 ) -> tuple[Schedule, bool]:
     """201 path of POST /schedules; precedence 400, 403 job type, replay, 409, 429.
 
     `request_hash` identifies the request that carried `idempotency_key`: a replay must match it.
     `actor` is recorded on the revision (its kind: the API or the admin) and in the audit.
-    `admit(schedule=, job_type=, payload=, rule=)`, given, is the capacity admission of a
-    strict start promise (runs.capacity.admission): called before the transaction, so no
-    other writer waits for its forecast, its verdict (None, or an object whose confirm()
-    raises a refusal or answers False when the forecast is out of date) is confirmed inside
-    it, before anything is written.
+    Every create passes the capacity admission of a strict start promise (``_admit``), whoever
+    calls: computed before the transaction, so no other writer waits for its forecast, and
+    confirmed inside it, before anything is written.
     """
     job_type = JobType.objects.filter(name=spec.job_type, enabled=True).first()
     if job_type is None:
@@ -78,7 +76,7 @@ def schedule_create(
     _apply_payload(schedule, payload)
     for _ in range(ADMISSION_ATTEMPTS):
         # Outside any transaction: no other writer waits for the admission's forecast.
-        admission = admit and admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
+        admission = _admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
         try:
             return _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, actor)
         except _AdmitAgain:
@@ -90,6 +88,27 @@ _MICROSECOND = timedelta(microseconds=1)
 ADMISSION_ATTEMPTS = 5  # forecasts computed again while other strict promises keep being admitted meanwhile
 
 
+_admission = None  # the strict-start admission the runs app registers (admission_register)
+
+
+def admission_register(admit) -> None:
+    """Install the capacity admission of strict start promises every create and edit passes:
+    ``admit(schedule=, job_type=, payload=, rule=)`` answers None (nothing to check) or a
+    verdict whose ``confirm()``, inside the write's transaction, raises the refusal or answers
+    False when its forecast is out of date. The forecast lives above schedules (runs.capacity),
+    so the runs app registers it when it loads (runs/apps.py)."""
+    global _admission
+    _admission = admit
+
+
+def _admit(**proposed):
+    """The admission's verdict on the proposed schedule; never skipped: without a registered
+    admission no schedule is written."""
+    if _admission is None:
+        raise ImproperlyConfigured("no strict-start admission is registered (the runs app is not installed)")
+    return _admission(**proposed)
+
+
 class _AdmitAgain(Exception):
     """The admission's forecast is out of date: its transaction is rolled back, and it is computed again."""
 
@@ -99,7 +118,7 @@ def _contended() -> Contended:
 
 
 def _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, actor):
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         lock_tenant(tenant)
         if idempotency_key:
             previous = RequestKey.objects.filter(tenant=tenant, scope="schedules", key=idempotency_key).first()
@@ -172,24 +191,23 @@ def schedule_edit(
     expected_revision: int,
     changes: ScheduleSpec,
     actor: Actor = UNNAMED_API,
-    admit=None,
     dry_run: bool = False,
 ) -> Edit:
     """PATCH with expectedRevision: one writer gets N+1, the other a RevisionConflict.
-    `admit` as for schedule_create, with the edited schedule: computed on the revision read
-    before the transaction, and again if another revision is current by then. A dry run
+    The admission as for schedule_create, with the edited schedule: computed on the revision
+    read before the transaction, and again if another revision is current by then. A dry run
     checks and computes everything an edit does, in a transaction rolled back."""
     changes = changes.anchored(authority_now()).keyed(schedule_id)
     for _ in range(ADMISSION_ATTEMPTS):
-        admission, seen = _edit_admission(admit, tenant, schedule_id, changes) if admit else (None, None)
+        admission, seen = _edit_admission(tenant, schedule_id, changes)
         try:
-            return _update(tenant, schedule_id, expected_revision, changes, actor, admit, admission, seen, dry_run)
+            return _update(tenant, schedule_id, expected_revision, changes, actor, admission, seen, dry_run)
         except _AdmitAgain:
             continue
     raise _contended()
 
 
-def _edit_admission(admit, tenant, schedule_id, changes) -> tuple[object, int | None]:
+def _edit_admission(tenant, schedule_id, changes) -> tuple[object, int | None]:
     """(the admission of the edit, the revision it was computed on), read without locks;
     (None, None) when there is nothing to read (the transaction answers why)."""
     schedule = Schedule.objects.filter(id=schedule_id, tenant=tenant, deleted_at__isnull=True).first()
@@ -201,11 +219,11 @@ def _edit_admission(admit, tenant, schedule_id, changes) -> tuple[object, int | 
     payload = changes.payload_over(current)
     _apply_payload(schedule, payload)
     rule = changes.recurrence or recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
-    return admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule), seen
+    return _admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule), seen
 
 
-def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admission, seen, dry_run) -> Edit:
-    with transaction.atomic():
+def _update(tenant, schedule_id, expected_revision, changes, actor, admission, seen, dry_run) -> Edit:
+    with transaction.atomic(durable=True):
         if changes.concurrency_key:
             _uses_concurrency_keys(tenant)  # the tenant's row before the schedule's: the lock order
         schedule = lock_schedule(schedule_id, tenant=tenant)
@@ -233,7 +251,7 @@ def _update(tenant, schedule_id, expected_revision, changes, actor, admit, admis
             )
             error.current = schedule
             raise error
-        if admit is not None and (seen != schedule.revision or (admission is not None and not admission.confirm())):
+        if seen != schedule.revision or (admission is not None and not admission.confirm()):
             raise _AdmitAgain
         schedule.revision += 1
         rule_before = schedule_rule(schedule)
@@ -275,7 +293,7 @@ def schedule_pause(*, tenant: Tenant, schedule_id: str, until=NOT_GIVEN, reason=
     (runs.authority.resume_due_pauses). On a paused schedule the given `until` (None: no end)
     and `reason` replace the pause's, and the pause becomes this request's (no bulk action's
     resume ends it); given nothing, a paused schedule is left as it is."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedule = lock_schedule(schedule_id, tenant=tenant)
         now = authority_now()
         if until is not NOT_GIVEN and until is not None and until <= now:
@@ -308,7 +326,7 @@ def pause_details(schedule: Schedule) -> dict:
 
 def schedule_delete(*, tenant: Tenant, schedule_id: str, actor: Actor = UNNAMED_API) -> None:
     """Soft delete: the schedule stops and disappears; its runs stay readable."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         schedule = lock_schedule(schedule_id, tenant=tenant)
         schedule.deleted_at = authority_now()
         schedule.next_run_at = None

@@ -14,7 +14,7 @@ def _new_secret() -> str:
     return secrets.token_urlsafe(32)
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def tenant_create(
     *,
     name: str,

@@ -6,7 +6,6 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from runs.authority import run_once, schedule_resume, schedules_resume_action
-from runs.capacity.admission import admit_start_deadline
 from runs.capacity.statistics import runtime_statistics
 from runs.selectors import runs_page
 from schedules.audit import audit_entries
@@ -146,7 +145,7 @@ class ScheduleCollectionView(TenantAPIView):
         body = json_object_body(request)
         schedule, created = schedule_create(
             tenant=request.tenant, spec=schedule_spec(body), idempotency_key=key, request_hash=request_hash(body),
-            actor=request_actor(request), admit=admit_start_deadline,
+            actor=request_actor(request),
         )
         return Response(schedule_detail_representation(schedule), status=_created_status(created))
 
@@ -217,7 +216,6 @@ class ScheduleDetailView(TenantAPIView):
             expected_revision=expected_revision,
             changes=changes,
             actor=request_actor(request),
-            admit=admit_start_deadline,
             dry_run=dry_run,
         )
         return Response(edit_representation(edit))

@@ -126,26 +126,24 @@ def _registered(task_name: str) -> bool:
 
 
 def apply_import(tenant: Tenant, plans: list[RowPlan], *, disable_beat: bool) -> list[str]:
-    """Create the planned schedules in one transaction; returns the task names added to the allowlist.
+    """Create the planned schedules; returns the task names added to the allowlist.
 
-    A row imported meanwhile by another run of the command is left alone (the tenant lock
-    orders the two; the import records decide)."""
-    from django_celery_beat.models import PeriodicTask, PeriodicTasks
-
-    with transaction.atomic():
+    The tenant's allowlist first, in one transaction; then each row: its schedule through the
+    schedule service (a transaction of its own: it admits the schedule and cannot run inside
+    a larger one), then, in one transaction right after, its import record and (with
+    `disable_beat`) enabled=False on its beat row. No row is imported twice: the schedule
+    carries an idempotency key named after the PeriodicTask and the import record is unique
+    per task name, so a run stopped midway is completed by running it again, and a row
+    imported meanwhile by another run is replayed, not created again."""
+    with transaction.atomic(durable=True):
         tenant = Tenant.objects.select_for_update().get(id=tenant.id)
         done = set(BeatImport.objects.filter(tenant=tenant).values_list("periodic_task_name", flat=True))
         todo = [plan for plan in plans if plan.status == "import" and plan.name not in done]
         added = sorted({plan.task for plan in todo} - set(tenant.celery_tasks))
         _grant(tenant, added, bool(todo))
-        for plan in todo:
-            plan.schedule_id = _create(tenant, plan)
-            plan.status = "imported"
-        if disable_beat and todo:
-            PeriodicTask.objects.filter(id__in=[plan.periodic_task_id for plan in todo]).update(
-                enabled=False, last_run_at=None
-            )
-            PeriodicTasks.update_changed()  # beat's database scheduler reloads its rows on this mark
+    for plan in todo:
+        plan.schedule_id = _import(tenant, plan, disable_beat=disable_beat)
+        plan.status = "imported"
     return added
 
 
@@ -158,14 +156,23 @@ def _grant(tenant: Tenant, task_names: list[str], needs_job_type: bool) -> None:
         tenant.allowed_job_types.add(JobType.objects.get(name=CELERY_TASK_JOB_TYPE))
 
 
-def _create(tenant: Tenant, plan: RowPlan) -> str:
+def _import(tenant: Tenant, plan: RowPlan, *, disable_beat: bool) -> str:
+    from django_celery_beat.models import PeriodicTask, PeriodicTasks
+
     translation = plan.translation
     spec = ScheduleSpec(
         name=plan.name, job_type=CELERY_TASK_JOB_TYPE, params=plan.params, recurrence=translation.rule,
         overlap_policy="allow",  # beat sends every instant whatever still runs
         **translation.misfire,
     )
-    schedule, _ = schedule_create(tenant=tenant, spec=spec, actor=Actor(AuthorKind.ADMIN, "import_beat"))
-    BeatImport.objects.create(tenant=tenant, periodic_task_name=plan.name, periodic_task_id=plan.periodic_task_id,
-                              schedule=schedule)
-    return schedule.id
+    schedule, _ = schedule_create(tenant=tenant, spec=spec, actor=Actor(AuthorKind.ADMIN, "import_beat"),
+                                  idempotency_key=f"import_beat:{plan.name}")
+    with transaction.atomic(durable=True):
+        record, _ = BeatImport.objects.get_or_create(
+            tenant=tenant, periodic_task_name=plan.name,
+            defaults={"periodic_task_id": plan.periodic_task_id, "schedule": schedule},
+        )
+        if disable_beat:
+            PeriodicTask.objects.filter(id=plan.periodic_task_id).update(enabled=False, last_run_at=None)
+            PeriodicTasks.update_changed()  # beat's database scheduler reloads its rows on this mark
+    return record.schedule_id

@@ -44,12 +44,16 @@ class Session:
 
     @contextmanager
     def holding(self, lock):
-        """Inside the block this session holds what ``lock()`` locks, in a transaction left
-        open (another process mid-transaction); it commits when the block ends."""
+        """Inside the block this session holds what ``lock()`` locks (or writes), in a
+        transaction left open (another process mid-transaction); it commits when the block ends."""
         taken, release = threading.Event(), threading.Event()
 
         def hold():
-            with transaction.atomic():
+            held = transaction.atomic()
+            # Marked as Django's TestCase marks its own transaction: ``lock()`` may be a durable
+            # service entry point, whose writes then stay uncommitted until the block ends.
+            held._from_testcase = True
+            with held:
                 lock()
                 taken.set()
                 release.wait(CALL_TIMEOUT)
