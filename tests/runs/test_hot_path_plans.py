@@ -62,7 +62,7 @@ def wave(request):
     schedules due), over ``param`` finished runs of another tenant, with their attempts,
     result objects and dispatch intents, that the statistics were taken on: (the new tenant,
     its schedule, the history's tenant, or the new one when there is no history)."""
-    plans.analyze()  # what the tables held before: nothing (a new database), or the history below
+    plans.analyze(vacuum=True)  # what the tables held before: nothing (a new database), or the history below
     history_tenant = None
     if request.param:
         history_tenant, _ = plans.insert_history(request.param, related=RELATED)
