@@ -158,11 +158,11 @@ def hot_path() -> dict[str, list[tuple[str, object]]]:
     staged: list = []
     steps["staging"] = statements(lambda: staged.extend(authority.stage_results(
         [authority.Upload(r.id, r.current_attempt_id, r.fence, b"{}", "application/json") for r in succeeding])))
-    successes = [authority.Success(r.id, r.current_attempt_id, r.fence, obj) for r, obj in zip(succeeding, staged)]
-    steps["group commit"] = statements(lambda: authority.complete_succeeded(successes))
-    steps["completion"] = statements(lambda: authority.complete(
-        run_id=failing.id, attempt_id=failing.current_attempt_id, fence=failing.fence, outcome="failed",
-        error="boom", retryable=False))
+    successes = [authority.Outcome(r.id, r.current_attempt_id, r.fence, "succeeded", obj)
+                 for r, obj in zip(succeeding, staged)]
+    steps["group commit"] = statements(lambda: authority.complete_many(successes))
+    steps["completion"] = statements(lambda: authority.complete_many([authority.Outcome(
+        failing.id, failing.current_attempt_id, failing.fence, "failed", error="boom", retryable=False)]))
     steps["relay"] = statements(lambda: relay_pass(lambda hints: None, batch_size=50))
     from runs.models import Run
     Run.objects.filter(id=expiring.id).update(lease_expires_at=authority_now() - timedelta(seconds=1))

@@ -10,6 +10,7 @@ database after lock waits. Every statement of the hot path is in runs/authority/
 from runs.authority.armed import Armed, arm, fire_armed
 from runs.authority.backfill import Backfilled, release_backfill, schedule_backfill
 from runs.authority.claims import claim, claim_many, claimable_exists
+from runs.authority.completer import Outcome, complete_many
 from runs.authority.completion import complete
 from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
@@ -26,6 +27,7 @@ __all__ = [
     "Backfilled",
     "Completed",
     "MaterializeStats",
+    "Outcome",
     "ScanCycle",
     "Success",
     "Upload",
@@ -35,6 +37,7 @@ __all__ = [
     "claim_many",
     "claimable_exists",
     "complete",
+    "complete_many",
     "complete_succeeded",
     "fire_armed",
     "heartbeat",

@@ -94,7 +94,7 @@ def _updates() -> dict[str, tuple[int, int]]:
 BATCH = 16
 BATCH_CLAIM = (9, 1)
 BATCH_STAGE = (2, 2)  # every upload registered by one statement, every version recorded by one
-BATCH_COMPLETE = (3, 1)  # the group commit
+BATCH_COMPLETE = (3, 1)  # the group commit (complete_many's fast path)
 
 
 def test_hot_path__a_batch_costs_the_same_statements_as_one_run(tenant):
@@ -107,9 +107,9 @@ def test_hot_path__a_batch_costs_the_same_statements_as_one_run(tenant):
     uploads = [authority.Upload(r.id, r.current_attempt_id, r.fence, b"{}", "application/json") for r in runs]
     with CaptureQueriesContext(connection) as stage:
         staged = authority.stage_results(uploads)
-    successes = [authority.Success(r.id, r.current_attempt_id, r.fence, obj) for r, obj in zip(runs, staged)]
+    outcomes = [authority.Outcome(r.id, r.current_attempt_id, r.fence, "succeeded", obj) for r, obj in zip(runs, staged)]
     with CaptureQueriesContext(connection) as complete:
-        answers = authority.complete_succeeded(successes)
+        answers = authority.complete_many(outcomes)  # the worker's one entry point: the group commit
 
     assert len(runs) == BATCH and {a.state for a in answers} == {"succeeded"}
     assert (cost(claim), cost(stage), cost(complete)) == (BATCH_CLAIM, BATCH_STAGE, BATCH_COMPLETE)
