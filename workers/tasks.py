@@ -6,7 +6,7 @@ import socket
 
 from celery import shared_task
 
-from workers.dispatch import EXECUTE_TASK
+from workers.hint_publisher import EXECUTE_TASK
 
 log = logging.getLogger(__name__)
 WORKER_LABEL = f"celery:{socket.gethostname()}:{os.getpid()}"
@@ -74,7 +74,7 @@ def _pass_on(run_id: str, resource_class: str, worth: int) -> int:
 @shared_task(name="scheduler.relay", ignore_result=True)
 def relay() -> int:
     """Relay backstop: republish lost hints, then publish what is unpublished."""
-    from workers.dispatch import republish_and_relay
+    from workers.hint_publisher import republish_and_relay
 
     return republish_and_relay()
 
