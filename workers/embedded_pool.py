@@ -10,9 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
-from runs import authority
-from workers import batching
-from workers.jobs.framework import declared_jobs
+from workers import batching, intake
 
 log = logging.getLogger(__name__)
 
@@ -71,39 +69,39 @@ class EmbeddedDispatcher:
 
     def dispatch_once(self) -> int:
         """Claim for every free slot, each slot a batch as big as this process takes at
-        once for the class (workers.batching); every batch runs on one pool thread."""
-        job_types = list(declared_jobs())
+        once for the class (workers.batching), in one claim; every batch runs on one pool thread."""
         claimed = 0
         for rc, size in self.pools.items():
             with self.lock:
                 free = size - self.busy[rc]
             if free <= 0:
                 continue
-            runs = authority.claim_many(
-                n=free * batching.claim_size(rc, batching.class_batch(rc)), worker_label=self.label,
-                resource_classes=[rc], lease_seconds=self.lease_seconds, job_types=job_types,
-            )
-            if len(runs) < free and time.monotonic() - self.unknown_checked_at[rc] >= self.UNKNOWN_CHECK_SECONDS:
+            limit = free * batching.claim_size(rc, batching.class_batch(rc))
+            # COUNT: no hint brought the claim (nothing to hand back to the relay), and the
+            # pool polls every poll_interval: it counts the runs it lacks code for at most
+            # once per UNKNOWN_CHECK_SECONDS, not at every poll.
+            counting = time.monotonic() - self.unknown_checked_at[rc] >= self.UNKNOWN_CHECK_SECONDS
+            handed = intake.take(rc, worker_label=self.label, limit=limit, lease_seconds=self.lease_seconds,
+                                 unknown=intake.COUNT if counting else None,
+                                 execute=lambda runs, rc=rc, free=free: self._hand_to_slots(rc, runs, free))
+            if counting and len(handed) < limit:
                 self.unknown_checked_at[rc] = time.monotonic()
-                authority.pass_over(spare=free - len(runs), resource_classes=[rc], job_types=job_types,
-                                    reoffer=False)
-            claimed_at = time.monotonic()
-            for batch in (runs[slot::free] for slot in range(min(free, len(runs)))):
-                with self.lock:
-                    self.busy[rc] += 1
-                self.executors[rc].submit(self._execute, rc, batch, claimed_at)
-            claimed += len(runs)
+            claimed += len(handed)
         return claimed
 
-    def _execute(self, rc: str, runs, claimed_at: float) -> None:
-        from workers.runtime import execute_batch
+    def _hand_to_slots(self, rc: str, runs, free: int) -> list:
+        """Spread claimed runs over the free slots, one batch per slot; the runs handed over."""
+        claimed_at = time.monotonic()
+        for batch in (runs[slot::free] for slot in range(min(free, len(runs)))):
+            with self.lock:
+                self.busy[rc] += 1
+            self.executors[rc].submit(self._execute, rc, batch, claimed_at)
+        return runs
 
+    def _execute(self, rc: str, runs, claimed_at: float) -> None:
         try:
-            if self.processes:
-                executed = self.processes[rc].execute(runs, claimed_at)
-            else:
-                executed = execute_batch(runs, claimed_at=claimed_at)
-            batching.observe(rc, len(executed), sum(done.job_seconds for done in executed))
+            intake.execute_claimed_runs(rc, runs, claimed_at=claimed_at,
+                                        executor=self.processes[rc].execute if self.processes else None)
         except Exception:
             log.exception("execution of %s crashed; the sweeper will recover them", [run.id for run in runs])
         finally:

@@ -3,8 +3,7 @@
 The runtime never changes run state itself and never decides ownership by its own clock:
 the process's lease keeper asks the authority to extend the lease, and only the authority's
 answers (heartbeat, stage_result, complete) say whether this attempt still owns the run.
-The Celery task calls ``claim_runs`` and ``execute_batch``; the embedded dispatcher claims for its pool
-and calls ``execute_claimed``.
+Work reaches it through the work intake (workers.intake), which claims and calls ``execute_batch``.
 
 A process that claimed several runs at once executes them one after another and publishes
 their outputs together: the outputs finished within ``GROUP_COMMIT_SECONDS`` of the first
@@ -34,7 +33,6 @@ from workers.jobs.framework import (
     JobTimedOut,
     TransientJobError,
     call_job,
-    declared_jobs,
     get_job,
 )
 from workers.contexts import context_for
@@ -59,35 +57,6 @@ class ExecutionOutcome:
     duration_seconds: float  # from the start of its job to the authority's answer
     job_type: str
     job_seconds: float  # in the job itself
-
-
-def claim_runs(*, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None,
-               hinted: bool = True) -> list[Run]:
-    """Claim up to ``limit`` runs of the job types this process has code for, in one
-    transaction. Runs of other job types stay queued, and when a hint found them (``hinted``)
-    the hint goes back to the relay (runs.authority.unknown_job_types)."""
-    job_types = list(declared_jobs())
-    runs = authority.claim_many(
-        n=limit, worker_label=worker_label, resource_classes=resource_classes, lease_seconds=lease_seconds,
-        job_types=job_types,
-    )
-    if hinted and len(runs) < limit:
-        try:  # only a report and a re-offer: the claimed runs' leases are running, execute them
-            authority.pass_over(spare=limit - len(runs), resource_classes=resource_classes, job_types=job_types,
-                                reoffer=True)
-        except Exception:
-            log.warning("could not pass over runs of job types this worker lacks", exc_info=True)
-    return runs
-
-
-def claim_and_execute(
-    *, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None,
-    heartbeat_interval: float | None = None,
-) -> list[ExecutionOutcome]:
-    """claim_runs, then execute what it claimed (execute_batch). Empty when nothing is claimable."""
-    runs = claim_runs(resource_classes=resource_classes, worker_label=worker_label, limit=limit,
-                      lease_seconds=lease_seconds)
-    return execute_batch(runs, heartbeat_interval=heartbeat_interval)
 
 
 def execute_claimed(run: Run, *, heartbeat_interval: float | None = None) -> ExecutionOutcome:

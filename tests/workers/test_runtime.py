@@ -20,7 +20,8 @@ from schedules.models import JobType, Schedule
 from schedules.services import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from workers.leases import lease_keeper
-from workers.runtime import claim_and_execute, execute_claimed
+from workers.intake import claim_and_execute
+from workers.runtime import execute_claimed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
 
