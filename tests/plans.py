@@ -17,6 +17,7 @@ from datetime import timedelta
 from django.db import connection, transaction
 
 from runs import authority
+from workers import uploads
 from runs.relay import relay_pass
 from schedules.models import Schedule
 from scheduler_project.clock import authority_now
@@ -156,7 +157,7 @@ def hot_path() -> dict[str, list[tuple[str, object]]]:
     steps["heartbeat"] = statements(lambda: authority.heartbeat_many(held))
     succeeding, failing, expiring = claimed[:6], claimed[6], claimed[7]
     staged: list = []
-    steps["staging"] = statements(lambda: staged.extend(authority.stage_results(
+    steps["staging"] = statements(lambda: staged.extend(uploads.stage_results(
         [authority.Upload(r.id, r.current_attempt_id, r.fence, b"{}", "application/json") for r in succeeding])))
     successes = [authority.Outcome(r.id, r.current_attempt_id, r.fence, "succeeded", obj)
                  for r, obj in zip(succeeding, staged)]

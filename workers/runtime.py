@@ -2,7 +2,7 @@
 
 The runtime never changes run state itself and never decides ownership by its own clock:
 the process's lease keeper asks the authority to extend the lease, and only the authority's
-answers (heartbeat, stage_result, complete) say whether this attempt still owns the run.
+answers (heartbeat, staging, complete) say whether this attempt still owns the run.
 Work reaches it through the work intake (workers.intake), which claims and calls ``execute_batch``.
 
 A process that claimed several runs at once executes them one after another and publishes
@@ -35,6 +35,7 @@ from workers.jobs.framework import (
     call_job,
     get_job,
 )
+from workers.uploads import stage_results
 from workers.contexts import context_for
 from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
 from workers.timeouts import hard_limits, timeout_error
@@ -187,7 +188,7 @@ class _Group:
             except Exception as exc:  # its spooled output is gone: another attempt may succeed
                 results[i] = self._failed_staging(ctx, exc)
         try:
-            staged = dict(zip(uploads, _deliver(keeper, contexts, authority.stage_results, list(uploads.values()))))
+            staged = dict(zip(uploads, _deliver(keeper, contexts, stage_results, list(uploads.values()))))
         except TRANSIENT_DB_ERRORS as exc:
             return [("lost", None, f"staging undeliverable: {_describe(exc)}")] * len(pending)
         for i, stored in staged.items():

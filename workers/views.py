@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from objectstore import download_filename
-from runs.authority import check_result_size, complete, heartbeat, stage_result
+from runs.authority import check_result_size, complete, heartbeat
 from runs import metrics
 from scheduler_project.errors import Forbidden, InvalidRequest
 from scheduler_project.http import api_docs, schemas
@@ -21,6 +21,7 @@ from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import MAX_BIGINT, lookup_id, validate_body
 from scheduler_project.http.views import WorkerAPIView, query_integer
 from workers import intake
+from workers.uploads import stage_result
 
 TAGS = ["worker"]
 MAX_CONTENT_TYPE_LENGTH = 200

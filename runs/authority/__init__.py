@@ -18,7 +18,7 @@ from runs.authority.operations import promote_due_runs, run_cancel, run_once, ru
 from runs.authority.ownership import heartbeat, heartbeat_many, still_owns
 from runs.authority.progress import record_progress
 from runs.authority.resume import resume_due_pauses, schedule_resume, schedules_resume_action
-from runs.authority.staging import Upload, check_result_size, result_key, stage_result, stage_results
+from runs.authority.staging import Upload, check_result_size, result_key, stage_record, stage_register
 from runs.authority.sweep import sweep_expired_leases
 from runs.authority.unknown_job_types import pass_over
 
@@ -56,8 +56,8 @@ __all__ = [
     "schedule_backfill",
     "schedule_resume",
     "schedules_resume_action",
-    "stage_result",
-    "stage_results",
+    "stage_record",
+    "stage_register",
     "still_owns",
     "sweep_expired_leases",
 ]

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from effects.models import EffectIntent
 from runs import authority
+from workers.uploads import stage_results
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import StaleFence
 from tests.authority_steps import create_schedule, expire_lease, make_due
@@ -35,7 +36,7 @@ def staged(runs) -> list[authority.Success]:
     uploads = [authority.Upload(r.id, r.current_attempt_id, r.fence, f"out {r.id}".encode(), "text/plain")
                for r in runs]
     return [authority.Success(r.id, r.current_attempt_id, r.fence, obj)
-            for r, obj in zip(runs, authority.stage_results(uploads))]
+            for r, obj in zip(runs, stage_results(uploads))]
 
 
 def test_group__one_stale_completion__refused_alone_the_others_published(tenant):

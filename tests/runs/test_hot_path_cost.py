@@ -8,6 +8,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from runs import authority
+from workers.uploads import stage_result, stage_results
 from runs.authority.sql import extend_leases
 from runs.capacity.live import slots_report
 from tests.authority_steps import create_schedule, make_due
@@ -48,7 +49,7 @@ def test_hot_path__statements_and_commits_per_run(tenant):
         run = authority.claim(worker_label="w")
     ids = dict(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence)
     with CaptureQueriesContext(connection) as stage:
-        obj = authority.stage_result(**ids, data=b"{}", content_type="application/json")
+        obj = stage_result(**ids, data=b"{}", content_type="application/json")
     with CaptureQueriesContext(connection) as complete:
         authority.complete(**ids, outcome="succeeded", object_key=obj.key, version_id=obj.version_id,
                            checksum=obj.checksum)
@@ -106,7 +107,7 @@ def test_hot_path__a_batch_costs_the_same_statements_as_one_run(tenant):
         runs = authority.claim_many(n=BATCH, worker_label="w")
     uploads = [authority.Upload(r.id, r.current_attempt_id, r.fence, b"{}", "application/json") for r in runs]
     with CaptureQueriesContext(connection) as stage:
-        staged = authority.stage_results(uploads)
+        staged = stage_results(uploads)
     outcomes = [authority.Outcome(r.id, r.current_attempt_id, r.fence, "succeeded", obj) for r, obj in zip(runs, staged)]
     with CaptureQueriesContext(connection) as complete:
         answers = authority.complete_many(outcomes)  # the worker's one entry point: the group commit
