@@ -35,10 +35,10 @@ from workers.jobs.framework import (
     call_job,
     get_job,
 )
-from workers.uploads import stage_results
 from workers.contexts import context_for
 from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
 from workers.timeouts import hard_limits, timeout_error
+from workers.uploads import stage_results
 
 log = logging.getLogger(__name__)
 
