@@ -26,7 +26,7 @@ def one_pass(runs: int, batch: int) -> dict:
     from django.utils import timezone
 
     from runs.loops import scan_pass
-    from workers.runtime import claim_and_execute
+    from workers.intake import claim_and_execute
 
     wave(runs, timezone.now() - timedelta(seconds=1), name="hot")
     while scan_pass().schedules:
@@ -45,7 +45,7 @@ def statements_per_run(batch: int) -> tuple[float, float]:
     from django.utils import timezone
 
     from runs.loops import scan_pass
-    from workers.runtime import claim_and_execute
+    from workers.intake import claim_and_execute
 
     wave(batch, timezone.now() - timedelta(seconds=1), name="count")
     while scan_pass().schedules:

@@ -34,7 +34,7 @@ def main():
         from runs import authority
         from runs.models import Outbox
         from scheduler_project.clock import authority_now
-        from workers.dispatch import relay_all
+        from workers.hint_publisher import relay_all
 
         broker = redis.Redis.from_url(REDIS_URL)
         broker.flushdb()

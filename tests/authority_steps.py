@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 
 from runs import authority
+from workers import uploads
 from scheduler_project.clock import authority_now
 from runs.models import Attempt, Run, StoredObject
 from schedules.models import Schedule
@@ -68,7 +69,7 @@ def start_run(schedule: Schedule, *, lease_seconds: int = 60) -> Run:
 def stage(run: Run, data: bytes, *, attempt_id: str | None = None, fence: int | None = None,
           content_type: str = "text/csv") -> StoredObject:
     """Upload as the run's current attempt, or as the (possibly stale) one named."""
-    return authority.stage_result(
+    return uploads.stage_result(
         run_id=run.id, attempt_id=attempt_id or run.current_attempt_id, fence=fence or run.fence,
         data=data, content_type=content_type,
     )

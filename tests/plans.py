@@ -17,6 +17,7 @@ from datetime import timedelta
 from django.db import connection, transaction
 
 from runs import authority
+from workers import uploads
 from runs.relay import relay_pass
 from schedules.models import Schedule
 from scheduler_project.clock import authority_now
@@ -170,13 +171,13 @@ def hot_path() -> dict[str, list[tuple[str, object]]]:
         run_id=first.id, attempt_id=first.current_attempt_id, fence=first.fence))
     succeeding, failing, expiring = claimed[:6], claimed[6], claimed[7]
     staged: list = []
-    steps["staging"] = statements(lambda: staged.extend(authority.stage_results(
+    steps["staging"] = statements(lambda: staged.extend(uploads.stage_results(
         [authority.Upload(r.id, r.current_attempt_id, r.fence, b"{}", "application/json") for r in succeeding])))
-    successes = [authority.Success(r.id, r.current_attempt_id, r.fence, obj) for r, obj in zip(succeeding, staged)]
-    steps["group commit"] = statements(lambda: authority.complete_succeeded(successes))
-    steps["completion"] = statements(lambda: authority.complete(
-        run_id=failing.id, attempt_id=failing.current_attempt_id, fence=failing.fence, outcome="failed",
-        error="boom", retryable=False))
+    successes = [authority.Outcome(r.id, r.current_attempt_id, r.fence, "succeeded", obj)
+                 for r, obj in zip(succeeding, staged)]
+    steps["group commit"] = statements(lambda: authority.complete_many(successes))
+    steps["completion"] = statements(lambda: authority.complete_many([authority.Outcome(
+        failing.id, failing.current_attempt_id, failing.fence, "failed", error="boom", retryable=False)]))
     steps["relay"] = statements(lambda: relay_pass(lambda hints: None, batch_size=50))
     from runs.models import Run
     Run.objects.filter(id=expiring.id).update(lease_expires_at=authority_now() - timedelta(seconds=1))

@@ -7,7 +7,7 @@ wait while processes are free, and under overlap ``buffer_one`` a run still queu
 schedule's next instant skips that instant. So once a Celery worker has received nothing
 from its queues for ``IDLE_CLAIM_SECONDS``, its free pool processes claim queued runs of the
 worker's resource classes straight from the authority, the way a hint makes them claim
-(``claim_runs``, ``execute_batch``: fenced claims under SKIP LOCKED, fair shares, tenant
+(``workers.intake.take``: fenced claims under SKIP LOCKED, fair shares, tenant
 limits, the process's batch size). A hint that arrives later for a run claimed this way
 finds nothing and is dropped.
 
@@ -55,9 +55,8 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from runs import authority, metrics
-from workers import batching
+from workers import batching, intake
 from workers.jobs.framework import declared_jobs
-from workers.runtime import claim_runs, execute_batch
 
 log = logging.getLogger(__name__)
 
@@ -246,16 +245,18 @@ class IdleClaimer:
 
     def _claim_and_execute(self) -> int:
         for rc in self.node.resource_classes:
-            claimed = claim_runs(resource_classes=[rc], worker_label=self.node.label,
-                                 limit=batching.claim_size(rc, batching.class_batch(rc)), hinted=False)
-            if claimed:
-                metrics.IDLE_CLAIMED.labels(rc).inc(len(claimed))
-                log.info("claimed %d queued runs of %s from the authority: no task received for %.1f s",
-                         len(claimed), rc, self.node.interval)
-                executed = execute_batch(claimed)
-                batching.observe(rc, len(executed), sum(done.job_seconds for done in executed))
+            # unknown=None: no hint brought this claim, so there is none to hand back, and
+            # a claim that comes up short here is no news (hints to processes count those runs).
+            executed = intake.take(rc, worker_label=self.node.label, limit=batching.claim_size(rc, batching.class_batch(rc)),
+                                   unknown=None, on_claimed=lambda claimed, rc=rc: self._claimed(rc, claimed))
+            if executed:
                 return len(executed)
         return 0
+
+    def _claimed(self, rc: str, claimed) -> None:
+        metrics.IDLE_CLAIMED.labels(rc).inc(len(claimed))
+        log.info("claimed %d queued runs of %s from the authority: no task received for %.1f s",
+                 len(claimed), rc, self.node.interval)
 
     def _warn(self, exc: Exception) -> None:
         now = time.monotonic()

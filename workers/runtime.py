@@ -2,14 +2,14 @@
 
 The runtime never changes run state itself and never decides ownership by its own clock:
 the process's lease keeper asks the authority to extend the lease, and only the authority's
-answers (heartbeat, stage_result, complete) say whether this attempt still owns the run.
-The Celery task calls ``claim_runs`` and ``execute_batch``; the embedded dispatcher claims for its pool
-and calls ``execute_claimed``.
+answers (heartbeat, staging, complete) say whether this attempt still owns the run.
+Work reaches it through the work intake (workers.intake), which claims and calls ``execute_batch``.
 
 A process that claimed several runs at once executes them one after another and publishes
 their outputs together: the outputs finished within ``GROUP_COMMIT_SECONDS`` of the first
 one are staged by one registration and one recording statement and completed by one
-group commit (``authority.complete_succeeded``), each still fenced and judged on its own.
+group commit, each still fenced and judged on its own. Every outcome goes to the authority's
+one completion entry point (``authority.complete_many``), which chooses how to record it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.db import connection
 
 from runs import authority
 from runs.models import AttemptReason, Run
-from scheduler_project.errors import DomainError, StaleFence
+from scheduler_project.errors import StaleFence
 from scheduler_project.failpoints import failpoint, failpoint_enabled
 from workers.jobs.framework import (
     JobCanceled,
@@ -33,12 +33,12 @@ from workers.jobs.framework import (
     JobTimedOut,
     TransientJobError,
     call_job,
-    declared_jobs,
     get_job,
 )
 from workers.contexts import context_for
 from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
 from workers.timeouts import hard_limits, timeout_error
+from workers.uploads import stage_results
 
 log = logging.getLogger(__name__)
 
@@ -58,35 +58,6 @@ class ExecutionOutcome:
     duration_seconds: float  # from the start of its job to the authority's answer
     job_type: str
     job_seconds: float  # in the job itself
-
-
-def claim_runs(*, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None,
-               hinted: bool = True) -> list[Run]:
-    """Claim up to ``limit`` runs of the job types this process has code for, in one
-    transaction. Runs of other job types stay queued, and when a hint found them (``hinted``)
-    the hint goes back to the relay (runs.authority.unknown_job_types)."""
-    job_types = list(declared_jobs())
-    runs = authority.claim_many(
-        n=limit, worker_label=worker_label, resource_classes=resource_classes, lease_seconds=lease_seconds,
-        job_types=job_types,
-    )
-    if hinted and len(runs) < limit:
-        try:  # only a report and a re-offer: the claimed runs' leases are running, execute them
-            authority.pass_over(spare=limit - len(runs), resource_classes=resource_classes, job_types=job_types,
-                                reoffer=True)
-        except Exception:
-            log.warning("could not pass over runs of job types this worker lacks", exc_info=True)
-    return runs
-
-
-def claim_and_execute(
-    *, resource_classes, worker_label: str, limit: int = 1, lease_seconds: int | None = None,
-    heartbeat_interval: float | None = None,
-) -> list[ExecutionOutcome]:
-    """claim_runs, then execute what it claimed (execute_batch). Empty when nothing is claimable."""
-    runs = claim_runs(resource_classes=resource_classes, worker_label=worker_label, limit=limit,
-                      lease_seconds=lease_seconds)
-    return execute_batch(runs, heartbeat_interval=heartbeat_interval)
 
 
 def execute_claimed(run: Run, *, heartbeat_interval: float | None = None) -> ExecutionOutcome:
@@ -167,18 +138,18 @@ def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> JobOutput |
     # bounds retries. A job that never checks in is interrupted (workers.timeouts).
     timed_out = dict(outcome="failed", retryable=True, error=timeout_error(ctx), reason=AttemptReason.TIMEOUT)
     try:
-        with hard_limits(ctx, on_hard=lambda: _finish(_ids(ctx), control, keeper, **timed_out)):
+        with hard_limits(ctx, on_hard=lambda: _finish(ctx, keeper, **timed_out)):
             output = call_job(get_job(job_type), ctx)
     except JobLost as exc:
         return "lost", None, str(exc)
     except JobCanceled:
-        return _finish(_ids(ctx), control, keeper, outcome="canceled")
+        return _finish(ctx, keeper, outcome="canceled")
     except JobTimedOut:
-        return _finish(_ids(ctx), control, keeper, **timed_out)
+        return _finish(ctx, keeper, **timed_out)
     except TransientJobError as exc:
-        return _finish(_ids(ctx), control, keeper, outcome="failed", retryable=True, error=_describe(exc))
+        return _finish(ctx, keeper, outcome="failed", retryable=True, error=_describe(exc))
     except Exception as exc:  # PermanentJobError, and any bug in the job itself
-        return _finish(_ids(ctx), control, keeper, outcome="failed", retryable=False, error=_describe(exc))
+        return _finish(ctx, keeper, outcome="failed", retryable=False, error=_describe(exc))
     if control.lost.is_set():
         return "lost", None, control.lost_reason  # uploading could never become canonical
     return output
@@ -217,7 +188,7 @@ class _Group:
             except Exception as exc:  # its spooled output is gone: another attempt may succeed
                 results[i] = self._failed_staging(ctx, exc)
         try:
-            staged = dict(zip(uploads, _deliver(keeper, contexts, authority.stage_results, list(uploads.values()))))
+            staged = dict(zip(uploads, _deliver(keeper, contexts, stage_results, list(uploads.values()))))
         except TRANSIENT_DB_ERRORS as exc:
             return [("lost", None, f"staging undeliverable: {_describe(exc)}")] * len(pending)
         for i, stored in staged.items():
@@ -231,71 +202,58 @@ class _Group:
         ready = [(i, contexts[i], staged[i]) for i in staged if results[i] is None]
         if ready:
             failpoint("after_upload_before_complete")
-            for i, answer in zip([i for i, _, _ in ready], _complete(keeper, ready)):
+            outcomes = [authority.Outcome(ctx.run_id, ctx.attempt_id, ctx.fence, "succeeded", stored)
+                        for _, ctx, stored in ready]
+            for i, answer in zip([i for i, _, _ in ready], _report(keeper, [ctx for _, ctx, _ in ready], outcomes)):
                 results[i] = answer
         return results
 
     def _failed_staging(self, ctx: JobContext, exc: BaseException) -> tuple[str, str | None, str]:
         """Upload trouble is infrastructure, not the job: a retryable failure."""
-        return _finish(_ids(ctx), ctx.control, self.keeper, outcome="failed", retryable=True,
-                       error=f"staging failed: {_describe(exc)}")
+        return _finish(ctx, self.keeper, outcome="failed", retryable=True, error=f"staging failed: {_describe(exc)}")
 
 
-def _complete(keeper: LeaseKeeper, ready) -> list[tuple[str, str | None, str]]:
-    """Complete succeeded attempts as one group; a lost reply is repeated, and the
-    authority answers a repeat with the saved run."""
-    contexts = [ctx for _, ctx, _ in ready]
-    successes = [authority.Success(ctx.run_id, ctx.attempt_id, ctx.fence, stored) for _, ctx, stored in ready]
+def _report(keeper: LeaseKeeper, contexts: list[JobContext], outcomes: list[authority.Outcome]
+            ) -> list[tuple[str, str | None, str]]:
+    """Hand these attempts' outcomes to the authority (``complete_many``) and read its answers
+    as (outcome, checksum, error). A lost reply is repeated, and the authority answers a repeat
+    with the saved run. Each lease is kept alive until the authority has answered."""
     for ctx in contexts:
         keeper.completing(ctx.attempt_id)
     try:
-        answers = _deliver(keeper, contexts, authority.complete_succeeded, successes)
+        answers = _deliver(keeper, contexts, authority.complete_many, outcomes)
         if failpoint_enabled("drop_completion_reply"):
             for ctx in contexts:
                 log.warning("failpoint drop_completion_reply: repeating complete for run=%s", ctx.run_id)
-            answers = _deliver(keeper, contexts, authority.complete_succeeded, successes)
+            answers = _deliver(keeper, contexts, authority.complete_many, outcomes)
     except TRANSIENT_DB_ERRORS as exc:
         # Undeliverable while the leases could stand: whatever the authority recorded stands,
         # else the sweeper re-queues the runs.
-        log.error("completion of %d runs undeliverable: %s", len(successes), exc)
-        return [("lost", None, f"completion undeliverable: {_describe(exc)}")] * len(successes)
-    except Exception as exc:  # a bug (TransitionConflict): the group rolled back; the rest of the batch goes on
-        log.exception("completion of %d runs failed", len(successes))
-        return [("lost", None, f"completion failed: {_describe(exc)}")] * len(successes)
+        log.error("completion of %s undeliverable: %s", [ctx.run_id for ctx in contexts], exc)
+        return [("lost", None, f"completion undeliverable: {_describe(exc)}")] * len(outcomes)
+    except Exception as exc:  # a bug (TransitionConflict): its transaction rolled back; the rest of the batch goes on
+        log.exception("completion of %s failed", [ctx.run_id for ctx in contexts])
+        return [("lost", None, f"completion failed: {_describe(exc)}")] * len(outcomes)
     results = []
-    for ctx, answer in zip(contexts, answers):
+    for ctx, reported, answer in zip(contexts, outcomes, answers):
         if isinstance(answer, StaleFence):
             results.append(("stale", None, str(answer)))
-        elif isinstance(answer, Exception):  # not this attempt's to publish: its lease lapses
+        elif isinstance(answer, Exception):  # not this attempt's to record: its lease lapses, the sweeper decides
             log.error("completion of run=%s refused: %s", ctx.run_id, answer)
             results.append(("lost", None, f"completion refused: {_describe(answer)}"))
-        else:
+        elif reported.outcome == "succeeded":
             results.append(("succeeded", answer.result_checksum, ""))
+        else:
+            results.append((reported.outcome, None, reported.error))
     return results
 
 
-def _finish(ids: dict, control: JobControl, keeper: LeaseKeeper, **completion) -> tuple[str, str | None, str]:
-    """Complete an attempt that did not succeed; a lost reply is repeated, and the authority
-    answers a repeat with the saved run. The lease is kept alive until it has answered."""
-    error = completion.get("error", "")
-    if control.lost.is_set():
-        return "lost", None, control.lost_reason
-    keeper.completing(ids["attempt_id"])
-    attempt = [ids["attempt_id"]]
-    try:
-        _deliver(keeper, attempt, lambda: authority.complete(**ids, **completion))
-        if failpoint_enabled("drop_completion_reply"):
-            log.warning("failpoint drop_completion_reply: repeating complete for run=%s", ids["run_id"])
-            _deliver(keeper, attempt, lambda: authority.complete(**ids, **completion))
-    except StaleFence as exc:
-        return "stale", None, str(exc)
-    except DomainError as exc:  # not this attempt's to record: its lease lapses, the sweeper decides
-        log.error("complete for run=%s refused: %s", ids["run_id"], exc)
-        return "lost", None, f"completion refused: {_describe(exc)}"
-    except TRANSIENT_DB_ERRORS as exc:
-        log.error("complete for run=%s undeliverable: %s", ids["run_id"], exc)
-        return "lost", None, f"completion undeliverable: {_describe(exc)}"
-    return completion["outcome"], None, error
+def _finish(ctx: JobContext, keeper: LeaseKeeper, **completion) -> tuple[str, str | None, str]:
+    """Report an attempt that did not succeed (unless its lease is already known lost)."""
+    if ctx.control.lost.is_set():
+        return "lost", None, ctx.control.lost_reason
+    [done] = _report(keeper, [ctx], [authority.Outcome(ctx.run_id, ctx.attempt_id, ctx.fence, **completion)])
+    return done
 
 
 def _deliver(keeper: LeaseKeeper, attempts, call, *args):
@@ -314,10 +272,6 @@ def _deliver(keeper: LeaseKeeper, attempts, call, *args):
             connection.close()  # reconnect on the next try
             time.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY)
-
-
-def _ids(ctx: JobContext) -> dict:
-    return dict(run_id=ctx.run_id, attempt_id=ctx.attempt_id, fence=ctx.fence)
 
 
 def _describe(exc: BaseException) -> str:

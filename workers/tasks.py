@@ -6,7 +6,7 @@ import socket
 
 from celery import shared_task
 
-from workers.dispatch import EXECUTE_TASK
+from workers.hint_publisher import EXECUTE_TASK
 
 log = logging.getLogger(__name__)
 WORKER_LABEL = f"celery:{socket.gethostname()}:{os.getpid()}"
@@ -28,16 +28,19 @@ def execute(run_id: str, resource_class: str, worth: int = 1) -> dict:
     Returns what it did (the runs it claimed, which need not include the hinted one, their
     job types and outcomes): with no result backend, that return value is what Flower shows.
     """
-    from workers import batching
-    from workers.runtime import claim_runs, execute_batch
+    from workers import batching, intake
 
     size = batching.claim_size(resource_class, worth)
-    claimed = claim_runs(resource_classes=[resource_class], worker_label=WORKER_LABEL, limit=size)
-    passed_on = worth - size if len(claimed) == size < worth else 0
-    if passed_on:  # all claimed: more may be claimable, for any free process, starting now
-        passed_on = _pass_on(run_id, resource_class, passed_on)
-    executed = execute_batch(claimed)
-    batching.observe(resource_class, len(executed), sum(done.job_seconds for done in executed))
+    passed_on = 0
+
+    def pass_rest_on(claimed):
+        nonlocal passed_on
+        if len(claimed) == size < worth:  # all claimed: more may be claimable, for any free process, starting now
+            passed_on = _pass_on(run_id, resource_class, worth - size)
+
+    # A hint brought this claim: hints of job types this process lacks go back to the relay.
+    executed = intake.take(resource_class, worker_label=WORKER_LABEL, limit=size, unknown=intake.REOFFER,
+                           on_claimed=pass_rest_on)
     report = {
         "hintedRunId": run_id,
         "worth": worth,
@@ -74,7 +77,7 @@ def _pass_on(run_id: str, resource_class: str, worth: int) -> int:
 @shared_task(name="scheduler.relay", ignore_result=True)
 def relay() -> int:
     """Relay backstop: republish lost hints, then publish what is unpublished."""
-    from workers.dispatch import republish_and_relay
+    from workers.hint_publisher import republish_and_relay
 
     return republish_and_relay()
 

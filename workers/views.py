@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from objectstore import download_filename
-from runs.authority import check_result_size, claim, complete, heartbeat, stage_result
+from runs.authority import check_result_size, complete, heartbeat
 from runs import metrics
 from scheduler_project.errors import Forbidden, InvalidRequest
 from scheduler_project.http import api_docs, schemas
@@ -20,6 +20,8 @@ from scheduler_project.http.representations import run_representation
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import MAX_BIGINT, lookup_id, validate_body
 from scheduler_project.http.views import WorkerAPIView, query_integer
+from workers import intake
+from workers.uploads import stage_result
 
 TAGS = ["worker"]
 MAX_CONTENT_TYPE_LENGTH = 200
@@ -46,14 +48,16 @@ class ClaimView(WorkerAPIView):
     )
     def post(self, request):
         body = validate_body(schemas.ClaimSerializer, json_object_body(request, allow_empty=True))
-        run = claim(
+        claimed = intake.claim(
             worker_token=request.worker_token,
             worker_label=body.get("workerId") or "",
             resource_classes=_claimable_classes(request.worker_token, body.get("resourceClasses") or None),
             lease_seconds=body.get("leaseSeconds"),
+            any_job_type=True,  # an HTTP worker runs its own code, whatever this process declares
         )
-        if run is None:
+        if not claimed:
             return Response(status=status.HTTP_204_NO_CONTENT)
+        [run] = claimed
         attempt = run.current_attempt
         return Response(
             {

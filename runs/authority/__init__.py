@@ -10,6 +10,7 @@ database after lock waits. Every statement of the hot path is in runs/authority/
 from runs.authority.armed import Armed, arm, fire_armed
 from runs.authority.backfill import Backfilled, release_backfill, schedule_backfill
 from runs.authority.claims import claim, claim_many, claimable_exists
+from runs.authority.completer import Outcome, complete_many
 from runs.authority.completion import complete
 from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
@@ -17,7 +18,7 @@ from runs.authority.operations import promote_due_runs, run_cancel, run_once, ru
 from runs.authority.ownership import heartbeat, heartbeat_many, still_owns
 from runs.authority.progress import record_progress
 from runs.authority.resume import resume_due_pauses, schedule_resume, schedules_resume_action
-from runs.authority.staging import Upload, check_result_size, result_key, stage_result, stage_results
+from runs.authority.staging import Upload, check_result_size, result_key, stage_record, stage_register
 from runs.authority.sweep import sweep_expired_leases
 from runs.authority.unknown_job_types import pass_over
 
@@ -26,6 +27,7 @@ __all__ = [
     "Backfilled",
     "Completed",
     "MaterializeStats",
+    "Outcome",
     "ScanCycle",
     "Success",
     "Upload",
@@ -35,6 +37,7 @@ __all__ = [
     "claim_many",
     "claimable_exists",
     "complete",
+    "complete_many",
     "complete_succeeded",
     "fire_armed",
     "heartbeat",
@@ -53,8 +56,8 @@ __all__ = [
     "schedule_backfill",
     "schedule_resume",
     "schedules_resume_action",
-    "stage_result",
-    "stage_results",
+    "stage_record",
+    "stage_register",
     "still_owns",
     "sweep_expired_leases",
 ]

@@ -107,7 +107,7 @@ def test_upload__a_file_name_that_is_not_plain_is_invalid(worker_client, queued_
 
 
 def test_stage_result__in_process_records_the_file_name(worker_client, queued_run):
-    from runs.authority import stage_result
+    from workers.uploads import stage_result
     from runs.models import StoredObject
 
     claimed = claim(worker_client)

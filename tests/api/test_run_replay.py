@@ -14,7 +14,7 @@ from schedules.models import ApiToken, JobType
 from tests.authority_steps import create_schedule, expire_lease, publish, report_schedule, stage, start_run
 from workers.jobs import framework
 from workers.jobs.framework import PermanentJobError, scheduler_job
-from workers.runtime import claim_and_execute
+from workers.intake import claim_and_execute
 
 pytestmark = pytest.mark.django_db
 

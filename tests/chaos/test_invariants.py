@@ -10,6 +10,7 @@ import pytest
 
 from objectstore import get_object_store
 from runs import authority
+from workers import uploads
 from scheduler_project.clock import authority_now
 from runs.models import Attempt, Run, RunState, StoredObject
 from schedules.models import Schedule
@@ -41,8 +42,8 @@ def history():
 
 
 def succeed(run):
-    obj = authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
-                                 data=run.id.encode(), content_type="text/plain")
+    obj = uploads.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                               data=run.id.encode(), content_type="text/plain")
     return authority.complete(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
                               outcome="succeeded", object_key=obj.key, version_id=obj.version_id,
                               checksum=obj.checksum)

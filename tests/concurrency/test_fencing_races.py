@@ -10,6 +10,7 @@ from django.forms.models import model_to_dict
 
 from effects.models import EffectIntent
 from runs import authority
+from workers import uploads
 from scheduler_project.clock import authority_now
 from runs.models import (
     Attempt,
@@ -218,7 +219,7 @@ def test_lost_completion_reply__repeat__same_checksum_returns_saved_run_other_ch
     run = materialize_one(create_schedule(tenant, effects=EMAIL))
     claimed = worker.call(authority.claim, worker_label="w")
     obj = worker.call(stage, claimed, b"the report")
-    other = worker.call(authority.stage_result, run_id=run.id, attempt_id=claimed.current_attempt_id,
+    other = worker.call(uploads.stage_result, run_id=run.id, attempt_id=claimed.current_attempt_id,
                         fence=claimed.fence, data=b"the report", content_type="text/csv")
     assert other.id == obj.id  # re-sending the same upload is the same object
 

@@ -17,6 +17,7 @@ from runs import authority
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
 from scheduler_project.errors import StaleFence
 from tests.authority_steps import create_schedule, expire_lease, make_due
+from workers.uploads import stage_results
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +36,34 @@ def staged(runs) -> list[authority.Success]:
     uploads = [authority.Upload(r.id, r.current_attempt_id, r.fence, f"out {r.id}".encode(), "text/plain")
                for r in runs]
     return [authority.Success(r.id, r.current_attempt_id, r.fence, obj)
-            for r, obj in zip(runs, authority.stage_results(uploads))]
+            for r, obj in zip(runs, stage_results(uploads))]
+
+
+def test_complete_many__successes_in_one_group_commit__the_rest_each_alone__answers_in_order(tenant):
+    """The worker's one entry point: succeeded attempts take the group commit, a failure and
+    a stale completion are judged by the single completion; one answer per outcome, in order."""
+    runs = claimed(tenant, 4)
+    [first, stale, failing, last] = runs
+    group = {s.run_id: s for s in staged([first, stale, last])}
+    expire_lease(stale.id)
+    authority.sweep_expired_leases()
+    authority.claim(worker_label="other")  # the run now belongs to a new attempt
+    outcomes = [
+        authority.Outcome(r.id, r.current_attempt_id, r.fence, "succeeded", group[r.id].stored) for r in (first, stale)
+    ] + [
+        authority.Outcome(failing.id, failing.current_attempt_id, failing.fence, "failed", error="boom"),
+        authority.Outcome(last.id, last.current_attempt_id, last.fence, "succeeded", group[last.id].stored),
+    ]
+
+    with CaptureQueriesContext(connection) as sent:
+        answers = authority.complete_many(outcomes)
+
+    assert isinstance(answers[1], StaleFence)
+    assert [answers[i].state for i in (0, 2, 3)] == [RunState.SUCCEEDED, RunState.FAILED, RunState.SUCCEEDED]
+    assert [Run.objects.get(id=r.id).state for r in (first, failing, last)] == [
+        RunState.SUCCEEDED, RunState.FAILED, RunState.SUCCEEDED]
+    # The group's transaction and the failure's; the stale one's refusal rolls back.
+    assert [q["sql"] for q in sent.captured_queries].count("COMMIT") == 2
 
 
 def test_group__one_stale_completion__refused_alone_the_others_published(tenant):

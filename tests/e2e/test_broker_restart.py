@@ -16,7 +16,7 @@ from schedules.services import schedule_create
 from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import wait_until
 from tests.runs.test_relay_broker_restart import broker
-from workers.dispatch import EXECUTE_TASK, republish_and_relay
+from workers.hint_publisher import EXECUTE_TASK, republish_and_relay
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

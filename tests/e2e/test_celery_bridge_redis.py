@@ -28,7 +28,7 @@ def system(processes, redis_url, moto_server, settings):
 
 def test_bridge__two_hints_for_one_occurrence_run_the_task_once(system, tmp_path):
     from scheduler_project.celery import app
-    from workers.dispatch import publish_hints
+    from workers.hint_publisher import publish_hints
 
     ledger = tmp_path / "ledger.txt"
     tenant = make_tenant("team", celery_tasks=["tests.bridge.record"])

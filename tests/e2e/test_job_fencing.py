@@ -22,7 +22,7 @@ from tests.factories import make_tenant
 from workers.jobs import fenced_get
 
 # One worker process: claim one run of the declared job types, execute it, exit.
-WORKER = ("import sys, django; django.setup(); from workers.runtime import claim_and_execute;"
+WORKER = ("import sys, django; django.setup(); from workers.intake import claim_and_execute;"
           " print(claim_and_execute(resource_classes=['short'], worker_label=sys.argv[1]))")
 
 

@@ -66,7 +66,7 @@ def test_redis_mode__due_schedule_runs_end_to_end_with_s3_result(system):
 
 def test_redis_mode__duplicated_hint_runs_the_occurrence_once(system):
     from scheduler_project.celery import app
-    from workers.dispatch import publish_hints
+    from workers.hint_publisher import publish_hints
 
     tenant = make_tenant("acme")
     client = api_client(tenant)

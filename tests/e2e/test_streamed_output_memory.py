@@ -61,7 +61,7 @@ def run_in_celery_worker(processes, queue: str, run: Run, **env) -> dict:
     """Start a worker on ``queue``, then hint ``run`` to it; its memory figures (KiB) once the
     run has finished."""
     from scheduler_project.celery import app
-    from workers.dispatch import publish_hints
+    from workers.hint_publisher import publish_hints
 
     worker = processes.celery_worker("worker", queue, concurrency=1, **env)
     wait_until(lambda: " ready." in processes.log("worker"), timeout=60, message="the Celery worker")

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 
 from runs import authority
+from workers import uploads
 from scheduler_project.clock import authority_now
 from runs.models import Attempt, AttemptState, ObjectState, Outbox, Run, RunState, StoredObject
 from schedules.models import Schedule
@@ -42,7 +43,7 @@ def test_claim_heartbeat_stage_complete__publishes_canonical_result(tenant):
     schedule.refresh_from_db()
     assert schedule.active_run_id == run.id
     authority.heartbeat(run_id=run.id, attempt_id=attempt.id, fence=1)
-    obj = authority.stage_result(run_id=run.id, attempt_id=attempt.id, fence=1, data=b"hello", content_type="text/plain")
+    obj = uploads.stage_result(run_id=run.id, attempt_id=attempt.id, fence=1, data=b"hello", content_type="text/plain")
     done = authority.complete(run_id=run.id, attempt_id=attempt.id, fence=1, outcome="succeeded",
                               object_key=obj.key, version_id=obj.version_id, checksum=obj.checksum)
     assert done.state == RunState.SUCCEEDED and done.result_checksum == obj.checksum

@@ -21,6 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from effects.models import EffectIntent
 from runs import authority
+from workers import uploads
 from scheduler_project.clock import authority_now
 from runs.models import (
     ACTIVE_STATES,
@@ -226,8 +227,8 @@ class AuthorityMachine(RuleBasedStateMachine):
 
     def _stage(self, claim: Claim) -> StoredObject | None:
         def upload():
-            return authority.stage_result(run_id=claim.run_id, attempt_id=claim.attempt_id, fence=claim.fence,
-                                          data=claim.data, content_type="text/plain")
+            return uploads.stage_result(run_id=claim.run_id, attempt_id=claim.attempt_id, fence=claim.fence,
+                                        data=claim.data, content_type="text/plain")
 
         if self.is_current(claim):
             obj = upload()

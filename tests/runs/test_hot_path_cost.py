@@ -11,6 +11,7 @@ from runs import authority
 from runs.authority.sql import extend_leases_if_owned
 from runs.capacity.live import slots_report
 from tests.authority_steps import create_schedule, make_due
+from workers.uploads import stage_result, stage_results
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
 
@@ -48,7 +49,7 @@ def test_hot_path__statements_and_commits_per_run(tenant):
         run = authority.claim(worker_label="w")
     ids = dict(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence)
     with CaptureQueriesContext(connection) as stage:
-        obj = authority.stage_result(**ids, data=b"{}", content_type="application/json")
+        obj = stage_result(**ids, data=b"{}", content_type="application/json")
     with CaptureQueriesContext(connection) as complete:
         authority.complete(**ids, outcome="succeeded", object_key=obj.key, version_id=obj.version_id,
                            checksum=obj.checksum)
@@ -94,7 +95,7 @@ def _updates() -> dict[str, tuple[int, int]]:
 BATCH = 16
 BATCH_CLAIM = (9, 1)
 BATCH_STAGE = (2, 2)  # every upload registered by one statement, every version recorded by one
-BATCH_COMPLETE = (3, 1)  # the group commit
+BATCH_COMPLETE = (3, 1)  # the group commit (complete_many's fast path)
 
 
 def test_hot_path__a_batch_costs_the_same_statements_as_one_run(tenant):
@@ -106,10 +107,10 @@ def test_hot_path__a_batch_costs_the_same_statements_as_one_run(tenant):
         runs = authority.claim_many(n=BATCH, worker_label="w")
     uploads = [authority.Upload(r.id, r.current_attempt_id, r.fence, b"{}", "application/json") for r in runs]
     with CaptureQueriesContext(connection) as stage:
-        staged = authority.stage_results(uploads)
-    successes = [authority.Success(r.id, r.current_attempt_id, r.fence, obj) for r, obj in zip(runs, staged)]
+        staged = stage_results(uploads)
+    outcomes = [authority.Outcome(r.id, r.current_attempt_id, r.fence, "succeeded", obj) for r, obj in zip(runs, staged)]
     with CaptureQueriesContext(connection) as complete:
-        answers = authority.complete_succeeded(successes)
+        answers = authority.complete_many(outcomes)  # the worker's one entry point: the group commit
 
     assert len(runs) == BATCH and {a.state for a in answers} == {"succeeded"}
     assert (cost(claim), cost(stage), cost(complete)) == (BATCH_CLAIM, BATCH_STAGE, BATCH_COMPLETE)

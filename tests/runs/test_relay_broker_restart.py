@@ -10,7 +10,7 @@ from runs.models import Outbox
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.services import schedule_create
 from tests.servers import broker
-from workers.dispatch import broker_epoch, republish_and_relay
+from workers.hint_publisher import broker_epoch, republish_and_relay
 
 pytestmark = pytest.mark.django_db
 

@@ -8,6 +8,7 @@ import pytest
 
 from objectstore import get_object_store
 from runs import authority
+from workers import uploads
 from runs.authority import result_key
 from runs.models import ObjectState, StoredObject
 from scheduler_project.errors import InvalidState
@@ -33,8 +34,8 @@ def upload_then_lose_the_database(run, data: bytes):
     """The state a database failure leaves after the upload: the object is written, its
     registry row staged with no version."""
     key = result_key(run.id, run.current_attempt_id)
-    obj = authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
-                                 data=data, content_type="text/csv")
+    obj = uploads.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                               data=data, content_type="text/csv")
     StoredObject.objects.filter(id=obj.id).update(version_id=None, checksum=None, size=None, uploaded_at=None)
     return key, obj.version_id
 
@@ -43,8 +44,8 @@ def test_stage__retry_with_the_same_bytes__adopts_the_written_version(tenant, ob
     run = start_run(create_schedule(tenant))
     key, written = upload_then_lose_the_database(run, b"region,total\nus,42\n")
 
-    obj = authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
-                                 data=b"region,total\nus,42\n", content_type="text/csv")
+    obj = uploads.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                               data=b"region,total\nus,42\n", content_type="text/csv")
 
     assert obj.key == key and obj.version_id == written and obj.state == ObjectState.STAGED
     stored = StoredObject.objects.get(id=obj.id)
@@ -61,8 +62,8 @@ def test_stage__retry_with_another_result__refused_and_nothing_recorded(tenant, 
     key, _ = upload_then_lose_the_database(run, b"first")
 
     with pytest.raises(InvalidState, match="different result"):
-        authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
-                               data=data, content_type=content_type)
+        uploads.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                             data=data, content_type=content_type)
     assert StoredObject.objects.get(key=key).version_id is None
 
 
@@ -71,23 +72,22 @@ def test_stage__a_repeat_recording_the_same_version_first__the_first_request_ans
     """A worker repeats an upload whose answer it lost while the first request still runs:
     the first writes, the repeat adopts that version and records it first. The first request
     then answers the recorded object; it must not delete the version the repeat recorded."""
-    from runs.authority import staging
     from tests.authority_steps import publish
 
     run = start_run(create_schedule(tenant))
-    real = staging._upload_all
+    real = uploads._upload_all
     repeats = []
 
-    def the_repeat_records_first(uploads):
-        versions = real(uploads)
-        monkeypatch.setattr(staging, "_upload_all", real)
-        repeats.append(authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
-                                              data=b"a,b\n", content_type="text/csv"))
+    def the_repeat_records_first(written):
+        versions = real(written)
+        monkeypatch.setattr(uploads, "_upload_all", real)
+        repeats.append(uploads.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                                            data=b"a,b\n", content_type="text/csv"))
         return versions
 
-    monkeypatch.setattr(staging, "_upload_all", the_repeat_records_first)
-    first = authority.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
-                                   data=b"a,b\n", content_type="text/csv")
+    monkeypatch.setattr(uploads, "_upload_all", the_repeat_records_first)
+    first = uploads.stage_result(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence,
+                                 data=b"a,b\n", content_type="text/csv")
 
     assert (first.id, first.version_id) == (repeats[0].id, repeats[0].version_id)
     assert object_store.get(first.key, first.version_id) == b"a,b\n"

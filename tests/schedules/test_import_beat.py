@@ -23,7 +23,7 @@ from runs.models import Run, RunState
 from schedules.models import BeatImport, Schedule, Tenant
 from tests.factories import make_tenant
 from tests.workers import bridge_tasks  # noqa: F401  (registers tests.bridge.* with the Celery app)
-from workers.runtime import claim_and_execute
+from workers.intake import claim_and_execute
 
 pytestmark = pytest.mark.django_db
 NEW_YORK = ZoneInfo("America/New_York")

@@ -15,7 +15,7 @@ from runs.models import Attempt, PendingReason, Run, RunState
 from schedules.models import Tenant
 from tests.factories import api_client, make_tenant
 from tests.workers import bridge_tasks  # noqa: F401  (registers the tasks with the Celery app)
-from workers.runtime import claim_and_execute
+from workers.intake import claim_and_execute
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
 

@@ -166,7 +166,7 @@ def test_example_daily_totals__writes_the_team_s_row_and_object_with_its_fence(t
     from examples import jobs as example_jobs
     from runs import authority
     from schedules.models import JobType
-    from workers.runtime import claim_and_execute
+    from workers.intake import claim_and_execute
 
     client, name = bucket
     monkeypatch.setenv("TEAM_S3_ENDPOINT_URL", client.meta.endpoint_url)

@@ -10,7 +10,7 @@ import redis
 
 from runs.relay import Hint
 from scheduler_project.celery import app
-from workers.dispatch import EXECUTE_TASK, publish_hints
+from workers.hint_publisher import EXECUTE_TASK, publish_hints
 
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 

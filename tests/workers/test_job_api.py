@@ -23,7 +23,7 @@ from schedules.services import schedule_create
 from tests.child_env import database_url_of_test_db
 from workers.jobs import framework
 from workers.jobs.discovery import discover_jobs
-from workers.runtime import claim_and_execute
+from workers.intake import claim_and_execute
 
 FIXTURE_MODULE = "tests.jobs_fixture"
 FIXTURE_JOB = "fixture.invoice_export"

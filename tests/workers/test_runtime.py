@@ -20,7 +20,8 @@ from schedules.models import JobType, Schedule
 from schedules.services import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from workers.leases import lease_keeper
-from workers.runtime import claim_and_execute, execute_claimed
+from workers.intake import claim_and_execute
+from workers.runtime import execute_claimed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
 
@@ -257,12 +258,12 @@ def test_execute_batch__a_run_that_cannot_be_held__leaves_no_lease_kept_alive(te
 
 def test_execute__lost_completion_reply_is_repeated_and_answered_with_saved_run(tenant, monkeypatch):
     run = due_run(tenant, params={"seconds": 0})
-    calls = count_calls(monkeypatch, "complete_succeeded", fail_after_first=OperationalError("connection lost"))
+    calls = count_calls(monkeypatch, "complete_many", fail_after_first=OperationalError("connection lost"))
 
     outcome = execute_claimed(run)
 
     assert outcome.outcome == "succeeded" and len(calls) == 2
-    assert {s.stored.checksum for (group,) in calls for s in group} == {outcome.checksum}
+    assert {o.stored.checksum for (outcomes,) in calls for o in outcomes} == {outcome.checksum}
     run.refresh_from_db()
     assert run.state == RunState.SUCCEEDED and run.result_checksum == outcome.checksum
 
@@ -270,9 +271,9 @@ def test_execute__lost_completion_reply_is_repeated_and_answered_with_saved_run(
 def test_execute__drop_completion_reply_failpoint_repeats_complete(tenant, monkeypatch, settings):
     settings.FAILPOINTS = frozenset({"drop_completion_reply"})
     run = due_run(tenant, params={"seconds": 0, "fail": "permanent"})
-    calls = count_calls(monkeypatch, "complete")
+    calls = count_calls(monkeypatch, "complete_many")
 
     outcome = execute_claimed(run)
 
-    assert outcome.outcome == "failed" and len(calls) == 2
+    assert outcome.outcome == "failed" and len(calls) == 2 and [o.outcome for (outcomes,) in calls for o in outcomes] == ["failed"] * 2
     assert Run.objects.get(id=run.id).state == RunState.FAILED

@@ -41,7 +41,7 @@ def test_execute__a_hint_worth_several_claims__claims_what_this_process_takes_an
     """A fresh process claims one run per hint, so a hint worth three executes one and
     passes a hint worth two on; the process's claim size then grows (workers.batching)."""
     runs = [_queued(tenant) for _ in range(3)]
-    batching._windows.clear()
+    batching._windows.clear(), batching._per_job.clear()
     result = execute.apply(args=[runs[0].id, "short", 3])
     report = result.get()
     assert len(report["runs"]) == 1 and report["worth"] == 3 and report["passedOn"] == 2
@@ -55,7 +55,7 @@ def test_execute__passes_the_rest_of_a_hint_on_before_executing_what_it_claimed(
     """While the first claimed run still runs, the hint for the rest is already in the queue,
     for another free process: a hint worth 16 of 0.3 s jobs is not a 4.8 s chain."""
     runs = [_queued(tenant, seconds=1) for _ in range(2)]
-    batching._windows.clear()  # a fresh process claims one run per hint
+    batching._windows.clear(), batching._per_job.clear()  # a fresh process claims one run per hint
     with app.connection_for_write() as connection:
         channel = connection.default_channel
         channel.queue_purge("short")
@@ -96,7 +96,7 @@ def test_execute__broker_down_when_passing_the_hint_on__the_claimed_run_still_ex
     abandon the run it claimed until its lease passes: it executes it, and the rest keep their
     outbox rows for the relay."""
     runs = [_queued(tenant) for _ in range(2)]
-    batching._windows.clear()
+    batching._windows.clear(), batching._per_job.clear()
     server = RedisServer(tmp_path / "redis.log")
     server.start()
     try:

@@ -16,9 +16,9 @@ from runs.relay import relay_pass
 from scheduler_project.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.services import schedule_create
-from workers.dispatch import EmbeddedDispatcher
+from workers.embedded_pool import EmbeddedDispatcher
 from workers.jobs import framework
-from workers.runtime import claim_and_execute
+from workers.intake import claim_and_execute
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
 

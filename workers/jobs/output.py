@@ -39,7 +39,7 @@ class JobOutput:
         return cls(None, content_type, filename or os.path.basename(path), path=path)
 
     def upload_source(self) -> bytes | FileSource:
-        """What the authority's stage_result uploads: the bytes, or the file as a FileSource."""
+        """What staging (workers.uploads) uploads: the bytes, or the file as a FileSource."""
         if self.path is None:
             return self.data
         if self.checksum is None or self.size is None:

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.loops import Stopper
 from scheduler_project.startup import require_secrets
-from workers.dispatch import EmbeddedDispatcher
+from workers.embedded_pool import EmbeddedDispatcher
 
 
 def parse_pools(text: str) -> dict[str, int]:

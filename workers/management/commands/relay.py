@@ -3,7 +3,7 @@ import time
 
 from runs.authority.sql import OUTBOX_CHANNEL
 from runs.loops import LoopCommand
-from workers.dispatch import republish_and_relay
+from workers.hint_publisher import republish_and_relay
 
 log = logging.getLogger("scheduler.relay")
 
