@@ -2,7 +2,6 @@
 transaction, each fence-checked and refused on its own; a group cut off mid-transaction
 leaves nothing behind, and repeating it publishes every completion once."""
 
-import threading
 import time
 from datetime import timedelta
 

@@ -19,7 +19,7 @@ from django_celery_beat.models import (
 )
 
 from runs import authority
-from runs.models import Run, RunState
+from runs.models import RunState
 from schedules.models import BeatImport, Schedule, Tenant
 from tests.factories import make_tenant
 from tests.workers import bridge_tasks  # noqa: F401  (registers tests.bridge.* with the Celery app)
