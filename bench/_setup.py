@@ -56,7 +56,7 @@ def django_on(database: str, *, keep: bool = False):
 def clone_schedule(template, copies: int, next_run_at) -> None:
     """``copies`` more schedules like ``template`` (same rule, params, revision payload), all
     due at ``next_run_at`` with the template itself: a wave built in seconds, not via the API."""
-    from scheduler_project.progress import progress
+    from kernel.progress import progress
     from schedules.models import Schedule, ScheduleRevision
 
     payload = ScheduleRevision.objects.get(schedule=template, revision=template.revision).payload

@@ -60,7 +60,7 @@ def seed(n: int, slots: int):
     from django.conf import settings
     from _setup import clone_schedule
     from runs.capacity.live import slots_report
-    from scheduler_project.clock import authority_now, instant
+    from kernel.clock import authority_now, instant
     from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.models import Schedule
     from schedules.services import schedule_create
@@ -135,7 +135,7 @@ def other_writes(secret, stop: threading.Event, took: list):
 
 def measure(n: int, args) -> dict:
     from _setup import median
-    from scheduler_project.clock import authority_now, instant
+    from kernel.clock import authority_now, instant
 
     tenants, operator, hostile_from = seed(n, args.slots)
     a, b = client(tenants["a"][1]), tenants["b"][1]

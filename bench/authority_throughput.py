@@ -17,7 +17,7 @@ from _setup import clone_schedule, django_on, median
 def make_wave(tenant, n):
     from schedules.services import schedule_create
     from scheduler_project.http.schedule_requests import schedule_spec
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     template, _ = schedule_create(
         tenant=tenant,

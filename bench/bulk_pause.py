@@ -41,7 +41,7 @@ def main():
     from schedules.models import Schedule, ScheduleLabel
     from schedules.services import schedule_update
     from schedules.specs import ScheduleSpec
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     tenant = wave(args.schedules, authority_now() + timedelta(days=1), name="bulk")
     ids = list(Schedule.objects.filter(tenant=tenant).order_by("id").values_list("id", flat=True))

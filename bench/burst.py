@@ -108,7 +108,7 @@ def main():
 
     from django.db.models import Max, Min
 
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
     from runs.models import Attempt, Outbox, Run
 
     due = (authority_now() + timedelta(seconds=args.lead)).replace(microsecond=0)

@@ -118,7 +118,7 @@ def main():
     from runs.health import forecast as forecast_module
     from runs.health.evaluation import health_pass
     from runs.models import Incident
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     from django.db import transaction
 

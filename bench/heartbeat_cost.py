@@ -31,7 +31,7 @@ def main():
     from django.test.utils import CaptureQueriesContext
 
     from runs import authority
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
     from workers.jobs.framework import JobControl
     from workers.leases import LeaseKeeper
 

@@ -61,7 +61,7 @@ def seed(schedules: int, history: int):
     from django.db import connection
 
     from runs.capacity.live import slots_report
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
     from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.services import schedule_create
     from schedules.tenants import tenant_create
@@ -103,7 +103,7 @@ def shape_rules(ids: list[str]):
     leaves it). Returns the wave's instant."""
     from django.db import connection, transaction
 
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
     from schedules.models import Schedule
 
     wave_at = (authority_now() + timedelta(minutes=10)).replace(second=0, microsecond=0)
@@ -184,7 +184,7 @@ def main():
 
 def timed(label: str, call, repeat: int):
     """Median wall ms of `call(now)`; returns its last result."""
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     times = []
     for _ in range(repeat):

@@ -83,14 +83,14 @@ def start_system(args, var_dir: Path):
 
 
 def sleep_until(instant) -> None:
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     time.sleep(max(0.0, (instant - authority_now()).total_seconds()))
 
 
 def drive(args, redis_server, first_instant, end):
     """Wait out the window, restarting Redis in its middle; the authority time of the kill."""
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     killed_at = None
     if not args.no_restart:
@@ -197,7 +197,7 @@ def main():
     var_dir = Path(tempfile.mkdtemp(prefix="redis-restart-"))
     redis_server = configure(args, var_dir)
 
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     first_instant = (authority_now() + timedelta(seconds=args.lead)).replace(microsecond=0)
     end = first_instant + timedelta(seconds=args.seconds)

@@ -33,7 +33,7 @@ def main():
 
         from runs import authority
         from runs.models import Outbox
-        from scheduler_project.clock import authority_now
+        from kernel.clock import authority_now
         from workers.hint_publisher import relay_all
 
         broker = redis.Redis.from_url(REDIS_URL)

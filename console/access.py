@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import user_passes_test
 from django.shortcuts import redirect, render
 
-from scheduler_project.errors import DomainError
+from kernel.errors import DomainError
 from scheduler_project.http.validation import lookup_id
 
 

@@ -15,7 +15,7 @@ from runs.results import result_download
 from runs.selectors import history_watermark, tenant_runs_page
 from schedules.audit import staff_actor
 from schedules.models import Tenant
-from scheduler_project.errors import DomainError
+from kernel.errors import DomainError
 from scheduler_project.http.representations import run_pending_reason, run_progress_representation
 from scheduler_project.http.run_requests import ReplaySerializer
 from scheduler_project.http.validation import validate_body

@@ -23,7 +23,7 @@ from schedules.directives import directive_delete, directive_put, occurrences_be
 from schedules.selectors import schedule_ended
 from schedules.audit import staff_actor
 from schedules.services import schedule_pause
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from scheduler_project.http.occurrences import DirectiveSerializer, path_instant
 from scheduler_project.http.validation import validate_body
 

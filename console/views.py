@@ -18,7 +18,7 @@ from console.overview import health, lateness_by_tenant_and_class, state_counts
 from console.svg import CLASS_COLORS, forecast_chart, lateness_chart
 from effects.delivery import effect_resolve
 from effects.models import EffectIntent, EffectState
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 
 class ConsoleLoginView(LoginView):
@@ -94,6 +94,6 @@ def resolve_effect(request, effect_id):
 
 
 def _missing():
-    from scheduler_project.errors import NotFound
+    from kernel.errors import NotFound
 
     raise NotFound("no such effect, or no resolution chosen")

@@ -21,7 +21,7 @@ from django.db.models import Exists, OuterRef
 
 from effects.models import EffectIntent, EffectKind, IncidentNotice, NoticeEvent
 from runs.models import Incident
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 
 log = logging.getLogger(__name__)
 

@@ -45,10 +45,10 @@ from objectstore import ObjectMissing, download_filename, get_object_store
 from runs.authority.objects import object_pin
 from runs.authority.sql import TransitionConflict, transition
 from runs.backoff import retry_delay_seconds
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import ObjectState, StoredObject
-from scheduler_project.errors import InvalidRequest, InvalidState, NotFound
-from scheduler_project.clock import instant
+from kernel.errors import InvalidRequest, InvalidState, NotFound
+from kernel.clock import instant
 from schedules.models import JobType, UncertainEffectPolicy
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 
 from effects.models import EffectKind
-from scheduler_project.clock import instant
+from kernel.clock import instant
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from django.db import models
 from django.db.models import Q
 
-from scheduler_project.ids import new_id
+from kernel.ids import new_id
 
 
 def new_effect_id():

@@ -31,7 +31,7 @@ from runs.models import (
     Trigger,
 )
 from schedules.models import RequestKey, Schedule, Tenant
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 EXAMPLES = 5  # violations named per invariant; the count covers all of them
 HEAD_THREADS = 8

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
 from runs import authority
-from scheduler_project.startup import require_secrets
+from kernel.startup import require_secrets
 
 log = logging.getLogger(__name__)
 

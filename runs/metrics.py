@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from scheduler_project.errors import Unauthenticated
+from kernel.errors import Unauthenticated
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600)
 
@@ -180,7 +180,7 @@ class counting_stale:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        from scheduler_project.errors import StaleFence
+        from kernel.errors import StaleFence
 
         if exc_type is not None and issubclass(exc_type, StaleFence):
             STALE_REJECTIONS.labels(self.operation).inc()

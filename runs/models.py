@@ -6,7 +6,7 @@ Only runs.authority changes a run's state, fence, lease, attempts or result poin
 from django.db import models
 from django.db.models import Q
 
-from scheduler_project.ids import new_id
+from kernel.ids import new_id
 
 
 def new_run_id():

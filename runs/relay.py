@@ -11,7 +11,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import transaction
 
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.authority.sql import in_id_order, lease_unpublished, set_outbox
 from runs.models import Outbox, OutboxKind, RunState
 

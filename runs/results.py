@@ -7,9 +7,9 @@ from django.db import transaction
 
 from objectstore import download_filename, get_object_store
 from runs.authority.objects import object_pin
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import ObjectState, Run, RunState, StoredObject
-from scheduler_project.errors import InvalidState, NotFound
+from kernel.errors import InvalidState, NotFound
 
 
 def result_download(*, tenant, run_id: str, base_url: str) -> dict:

@@ -22,7 +22,7 @@ from effects.models import EffectDelivery, EffectIntent
 from runs.authority.objects import object_delete_marked, object_mark_deleting
 from runs.authority.sql import in_id_order
 from runs.capacity.statistics import refresh_snapshot
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.counts import Counts
 from runs.models import (
     TERMINAL_STATES,

@@ -25,7 +25,7 @@ from django.db import transaction
 from django.db.models import F
 
 from runs.models import BucketLease, ScannerMember
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 
 def new_scanner_id() -> str:

@@ -7,9 +7,9 @@ from functools import reduce
 from django.db import connection
 from django.db.models import Prefetch, Q
 
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED, Attempt, Run
-from scheduler_project.errors import NotFound
+from kernel.errors import NotFound
 
 __all__ = ["authority_now", "history_watermark", "run_get", "runs_page", "tenant_runs_page", "waiting_on_key"]
 

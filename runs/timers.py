@@ -24,7 +24,7 @@ from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
 from runs import authority, metrics
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from schedules.models import Schedule
 
 log = logging.getLogger("scheduler.scan")

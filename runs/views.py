@@ -8,7 +8,7 @@ from runs.authority import run_cancel, run_release, run_replay
 from runs.results import result_download
 from runs.selectors import run_get, tenant_runs_page
 from schedules.selectors import schedule_get_for_history
-from scheduler_project.clock import instant
+from kernel.clock import instant
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.history import run_history_body
 from scheduler_project.http.representations import run_representation

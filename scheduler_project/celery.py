@@ -29,7 +29,7 @@ app.autodiscover_tasks()
 def _refuse_to_start_without_real_secrets(**_):
     from django.core.exceptions import ImproperlyConfigured
 
-    from scheduler_project.startup import require_secrets
+    from kernel.startup import require_secrets
 
     try:
         require_secrets()

@@ -9,8 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from scheduler_project.connections import configure_postgresql
-from scheduler_project.database_url import parse_database_url
+from kernel.connections import configure_postgresql
+from kernel.database_url import parse_database_url
 
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -144,7 +144,7 @@ EMBEDDED_DATABASE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite
 
 # --- Signing key --------------------------------------------------------------------------
 # Signs result links and cursors: with a known key anyone could mint download tokens. With
-# DEBUG off, web, workers and loops refuse to start without one (scheduler_project.startup).
+# DEBUG off, web, workers and loops refuse to start without one (kernel.startup).
 # The embedded `make run` (manage.py serve) generates one into var/ once; every process of
 # that embedded installation reads it from there.
 EMBEDDED_SECRET_KEY_FILE = VAR_DIR / "secret-key"

@@ -2,7 +2,7 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
 
-from scheduler_project.connections import use_web_connection_pool  # noqa: E402
+from kernel.connections import use_web_connection_pool  # noqa: E402
 
 # The web process: its gunicorn threads share a bounded pool (docs/operations.md, "Connection budget").
 use_web_connection_pool()
@@ -11,6 +11,6 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 
 application = get_wsgi_application()
 
-from scheduler_project.startup import require_secrets  # noqa: E402 - needs the settings above
+from kernel.startup import require_secrets  # noqa: E402 - needs the settings above
 
 require_secrets()

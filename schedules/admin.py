@@ -25,8 +25,8 @@ from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.selectors import schedule_rule
 from schedules.services import schedule_pause
 from schedules.tenants import token_revoke
-from scheduler_project.clock import authority_now
-from scheduler_project.errors import DomainError
+from kernel.clock import authority_now
+from kernel.errors import DomainError
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -16,8 +16,8 @@ from schedules.models import (
 from schedules import recurrence
 from schedules.services import rule_warnings, schedule_create, schedule_edit, schedule_preview, schedule_update
 from schedules.specs import DEFAULT_POLICIES
-from scheduler_project.clock import instant
-from scheduler_project.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
+from kernel.clock import instant
+from kernel.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
 
 PREVIEW_COUNT = 5
 DIFF_SHOWN = 10  # instants of each side of an edit's diff shown on the form

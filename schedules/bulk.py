@@ -9,8 +9,8 @@ from schedules.audit import UNNAMED_API, Actor, audit_entry
 from schedules.models import AuditAction, AuditEntry, BulkAction, Schedule, Tenant
 from schedules.selectors import schedules_matching
 from schedules.services import pause_details
-from scheduler_project.clock import authority_now
-from scheduler_project.errors import InvalidRequest
+from kernel.clock import authority_now
+from kernel.errors import InvalidRequest
 
 BULK_BATCH = 500
 

@@ -16,7 +16,7 @@ from schedules.calendars import (
     parse_dates,
 )
 from schedules.models import AuthorKind, Calendar, ScheduleCalendar
-from scheduler_project.errors import DomainError
+from kernel.errors import DomainError
 
 # Form field -> the request body's key.
 BODY_KEYS = {"name": "name", "timezone": "timezone", "exclude_dates": "excludeDates",

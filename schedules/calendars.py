@@ -28,7 +28,7 @@ from schedules.models import (
 )
 from schedules.recurrence.calendars import CalendarDays
 from schedules.selectors import occurrences_left
-from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, RevisionConflict
+from kernel.errors import InvalidRequest, InvalidState, NotFound, RevisionConflict
 
 MAX_ANNUAL_DATES = 366
 MAX_ICS_BYTES = 1024 * 1024  # also the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from scheduler_project.errors import InvalidRequest, JobTypeForbidden
+from kernel.errors import InvalidRequest, JobTypeForbidden
 
 CELERY_TASK_JOB_TYPE = "celery.task"
 MAX_TASK_NAME_LENGTH = 200

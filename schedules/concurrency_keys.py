@@ -9,7 +9,7 @@ from django.db.models import Count
 from runs.models import Run, RunState
 from schedules.locks import lock_tenant
 from schedules.models import DEFAULT_CONCURRENCY_LIMIT, ConcurrencyLimit, Schedule, Tenant
-from scheduler_project.errors import NotFound, QuotaExceeded
+from kernel.errors import NotFound, QuotaExceeded
 
 MAX_KEYS = 1_000  # limits set per tenant
 

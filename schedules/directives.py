@@ -21,8 +21,8 @@ from schedules.models import (
     MAX_DIRECTIVES, AuditAction, DirectiveAction, OccurrenceDirective, Schedule,
 )
 from schedules.selectors import occurrences_left, schedule_rule
-from scheduler_project.clock import authority_now, instant as iso
-from scheduler_project.errors import InvalidRequest, InvalidState, NotAnOccurrence, NotFound, QuotaExceeded
+from kernel.clock import authority_now, instant as iso
+from kernel.errors import InvalidRequest, InvalidState, NotAnOccurrence, NotFound, QuotaExceeded
 
 HORIZON = timedelta(days=366)  # directives and the occurrence listing reach this far ahead
 MAX_OCCURRENCES = 1000  # per page of GET /schedules/{id}/occurrences

@@ -24,7 +24,7 @@ from django.db.models import Subquery
 
 from runs.models import Run
 from schedules.models import Schedule, Tenant
-from scheduler_project.errors import NotFound
+from kernel.errors import NotFound
 
 
 def lock_tenant(tenant) -> Tenant:

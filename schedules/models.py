@@ -7,7 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.db.models import F, Q
 
-from scheduler_project.ids import new_id
+from kernel.ids import new_id
 
 
 def new_tenant_id():

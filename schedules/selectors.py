@@ -2,7 +2,7 @@
 
 from schedules import recurrence
 from schedules.models import JobType, Schedule, ScheduleLabel, ScheduleRevision, Tenant
-from scheduler_project.errors import NotFound
+from kernel.errors import NotFound
 
 
 def schedule_get(*, tenant: Tenant, schedule_id: str) -> Schedule:

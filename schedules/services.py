@@ -27,8 +27,8 @@ from schedules.calendars import index_schedule_calendars, rule_bound, schedule_c
 from schedules.specs import ScheduleSpec, default_payload, payload_window, validate_params, validate_retry, validate_window
 from schedules.locks import lock_schedule, lock_tenant
 from schedules.selectors import job_types_allowed, schedule_first_due, schedule_rule
-from scheduler_project.clock import authority_now, instant
-from scheduler_project.errors import (
+from kernel.clock import authority_now, instant
+from kernel.errors import (
     Contended,
     IdempotencyConflict,
     InvalidRequest,

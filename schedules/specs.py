@@ -10,8 +10,8 @@ from datetime import datetime
 
 from schedules.models import JobType
 from schedules.recurrence import Rule, parse_instant
-from scheduler_project.clock import instant
-from scheduler_project.errors import InvalidRequest
+from kernel.clock import instant
+from kernel.errors import InvalidRequest
 
 DEFAULT_POLICIES = {"misfirePolicy": "latest_only", "misfireGraceSeconds": 60, "overlapPolicy": "buffer_one"}
 

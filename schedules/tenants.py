@@ -7,7 +7,7 @@ from django.db import transaction
 
 from schedules.celery_tasks import celery_tasks_normalized
 from schedules.models import DEFAULT_MAX_STORED_BYTES, ApiToken, JobType, Tenant, TokenKind
-from scheduler_project.errors import InvalidRequest
+from kernel.errors import InvalidRequest
 
 
 def _new_secret() -> str:

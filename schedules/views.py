@@ -27,7 +27,7 @@ from schedules.services import (
     schedule_preview,
     schedule_edit,
 )
-from scheduler_project.errors import InvalidRequest
+from kernel.errors import InvalidRequest
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.cursors import decode_cursor, encode_cursor
 from scheduler_project.http.history import run_history_body

@@ -13,7 +13,7 @@ from django.db import connection
 
 from runs import authority
 from workers import uploads
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Attempt, Run, StoredObject
 from schedules.models import Schedule
 from schedules.services import schedule_create

@@ -20,7 +20,7 @@ from runs import authority
 from workers import uploads
 from runs.relay import relay_pass
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule, insert_runs
 from tests.factories import make_tenant
 

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from scheduler_project.connections import configure_postgresql, use_connection_pool
-from scheduler_project.database_url import parse_database_url
+from kernel.connections import configure_postgresql, use_connection_pool
+from kernel.database_url import parse_database_url
 from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import ROOT
 
@@ -64,7 +64,7 @@ def test_connection_pool__refused_once_this_process_opened_a_connection():
     refused = python("""
         import django; django.setup()  # reads DATABASES: a pool may still be set up after it
         from django.db import connection
-        from scheduler_project.connections import use_web_connection_pool
+        from kernel.connections import use_web_connection_pool
         connection.ensure_connection()  # persistent, outside any pool
         try:
             use_web_connection_pool()

@@ -9,8 +9,8 @@ import threading
 import pytest
 from django.core.management import call_command
 
-from scheduler_project import progress as progress_module
-from scheduler_project.progress import progress
+from kernel import progress as progress_module
+from kernel.progress import progress
 from tests.authority_steps import REPORT, complete_success, create_schedule, stage, start_run
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler_project.startup import embedded_secret_key_ensure
+from kernel.startup import embedded_secret_key_ensure
 from tests.deploy.compose import DOTENV_EXAMPLE, compose_services, read_dotenv
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from django.http import FileResponse, JsonResponse
 
 from objectstore import ObjectMissing, get_object_store
 from objectstore.filesystem import FilesystemObjectStore, read_download_link
-from scheduler_project.errors import DomainError, Forbidden, NotFound
+from kernel.errors import DomainError, Forbidden, NotFound
 
 
 def object_download(request, token: str):

@@ -22,8 +22,8 @@ from django.db import connection
 
 from runs import authority
 from runs.models import AttemptReason, Run
-from scheduler_project.errors import StaleFence
-from scheduler_project.failpoints import failpoint, failpoint_enabled
+from kernel.errors import StaleFence
+from kernel.failpoints import failpoint, failpoint_enabled
 from workers.jobs.framework import (
     JobCanceled,
     JobContext,

@@ -13,7 +13,7 @@ from objectstore import ObjectExists, StoredVersion, get_object_store
 from objectstore.sources import FileSource, checksum_of, put_new_from
 from runs import authority, metrics
 from runs.models import StoredObject
-from scheduler_project.errors import InvalidState
+from kernel.errors import InvalidState
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from rest_framework.response import Response
 from objectstore import download_filename
 from runs.authority import check_result_size, complete, heartbeat
 from runs import metrics
-from scheduler_project.errors import Forbidden, InvalidRequest
+from kernel.errors import Forbidden, InvalidRequest
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.json import json_object_body
-from scheduler_project.clock import instant
+from kernel.clock import instant
 from scheduler_project.http.representations import run_representation
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import MAX_BIGINT, lookup_id, validate_body

@@ -7,7 +7,7 @@ from django import template
 from django.utils.html import format_html
 
 from console.words import elapsed, local, zone_of
-from scheduler_project.clock import instant
+from kernel.clock import instant
 
 register = template.Library()
 

@@ -3,7 +3,7 @@ PostgreSQL before the index they replace is dropped."""
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline, RemoveIndexOnline
+from kernel.migration_ops import AddIndexOnline, RemoveIndexOnline
 
 
 class Migration(migrations.Migration):

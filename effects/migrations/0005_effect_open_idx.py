@@ -3,7 +3,7 @@ the console's uncertain queue. Built CONCURRENTLY on PostgreSQL."""
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline
+from kernel.migration_ops import AddIndexOnline
 
 
 class Migration(migrations.Migration):

@@ -9,7 +9,7 @@ run), and 0007 validates it without blocking writers. On SQLite, Django's own op
 import django.db.models.deletion
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import OnPostgres
+from kernel.migration_ops import OnPostgres
 
 
 def forget_alerts(apps, schema_editor):

@@ -30,7 +30,7 @@ from runs.authority.sql import notify_outbox
 from runs.authority.wave_sql import schedules_among, write_guarded
 from runs.models import RunState
 from runs.overlap import takes_guard
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 
 @dataclass

@@ -20,8 +20,8 @@ from schedules import recurrence
 from schedules.locks import lock_schedule, lock_tenant_quota
 from schedules.models import JobType, ScheduleRevision
 from schedules.selectors import schedule_rule
-from scheduler_project.clock import authority_now
-from scheduler_project.errors import InvalidRequest, InvalidState
+from kernel.clock import authority_now
+from kernel.errors import InvalidRequest, InvalidState
 
 MAX_BACKFILL_INSTANTS = 1000
 BACKFILL_PER_CYCLE = RUN_ALL_PER_CYCLE

@@ -10,7 +10,7 @@ from runs.authority.transitions import attempt_deadline, clamp_lease, lease_unti
 from runs import metrics
 from runs.authority.reserve import Reserve
 from runs.authority.sql import bulk_set
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
 from runs.overlap import Step, admit, takes_guard
 from runs.models import Attempt, PendingReason, Run, RunState, owed_since

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from runs.authority.completion import complete
 from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.models import StoredObject
-from scheduler_project.errors import DomainError
+from kernel.errors import DomainError
 
 
 class Outcome(NamedTuple):

@@ -12,7 +12,7 @@ from runs.authority.sql import transition
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import (
     Attempt,
     AttemptReason,
@@ -26,8 +26,8 @@ from runs.models import (
 )
 from runs.authority.operations import attempts_since_replay
 from schedules.locks import lock_schedule_then_run
-from scheduler_project.errors import InvalidRequest, InvalidState, NotFound, StaleFence
-from scheduler_project.failpoints import failpoint
+from kernel.errors import InvalidRequest, InvalidState, NotFound, StaleFence
+from kernel.failpoints import failpoint
 
 
 OUTCOMES = ("succeeded", "failed", "canceled")

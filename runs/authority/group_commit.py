@@ -21,8 +21,8 @@ from runs.authority.sql import COMPLETION_FIELDS, TransitionConflict, lock_compl
 from runs.authority.sql import publish_results
 from runs.models import ObjectState, RunState, StoredObject
 from runs.overlap import takes_guard
-from scheduler_project.errors import DomainError
-from scheduler_project.failpoints import failpoint
+from kernel.errors import DomainError
+from kernel.failpoints import failpoint
 
 
 class Success(NamedTuple):

@@ -17,11 +17,11 @@ from runs.catch_up import CatchUpPlan
 from runs import metrics
 from runs.authority.sql import bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
 from runs.authority.wave_sql import bulk_insert, directives_at, revision_payloads
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
 from runs.models import UNFINISHED, Outbox, PendingReason, Run, RunState, SkipReason, Trigger, new_run_id
-from scheduler_project.failpoints import failpoint
+from kernel.failpoints import failpoint
 
 
 @dataclass

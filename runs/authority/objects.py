@@ -22,9 +22,9 @@ from effects.models import EffectIntent, EffectState
 from objectstore import get_object_store
 from runs.authority.owner import require_current
 from runs.authority.sql import transition
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject, TenantStorage
-from scheduler_project.errors import StaleFence
+from kernel.errors import StaleFence
 
 log = logging.getLogger(__name__)
 

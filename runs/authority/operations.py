@@ -14,9 +14,9 @@ from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
 from runs.overlap import Step, admit
 from runs.authority.sql import bulk_set, transition
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 from runs.models import REQUESTED, Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
-from scheduler_project.errors import IdempotencyConflict, InvalidState, JobTypeUnavailable, QuotaExceeded
+from kernel.errors import IdempotencyConflict, InvalidState, JobTypeUnavailable, QuotaExceeded
 
 
 def run_once(

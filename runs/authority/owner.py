@@ -32,7 +32,7 @@ from django.db.models.expressions import RawSQL
 
 from runs.authority.claim_sql import checked, clock_sql
 from runs.models import Attempt, AttemptState, Run, RunState
-from scheduler_project.errors import StaleFence
+from kernel.errors import StaleFence
 
 
 def stale_reason(*, run_state: str, current_attempt_id: str | None, run_fence: int, attempt_id: str,
@@ -48,7 +48,7 @@ def stale_reason(*, run_state: str, current_attempt_id: str | None, run_fence: i
 
 def require_current(run: Run, attempt: Attempt, fence: int, now) -> None:
     """StaleFence unless ``attempt`` owns ``run`` at authority time ``now`` (read from the
-    database after the caller's lock waits: scheduler_project.clock.authority_now)."""
+    database after the caller's lock waits: kernel.clock.authority_now)."""
     reason = stale_reason(run_state=run.state, current_attempt_id=run.current_attempt_id, run_fence=run.fence,
                           attempt_id=attempt.id, attempt_fence=attempt.fence, attempt_state=attempt.state,
                           fence=fence, leased=run.lease_expires_at is not None and run.lease_expires_at > now)

@@ -7,9 +7,9 @@ from runs import metrics
 from runs.authority.owner import owns_filter, require_current
 from runs.authority.sql import extend_leases_if_owned, transition
 from runs.authority.transitions import lease_until
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
-from scheduler_project.errors import Forbidden, NotFound, StaleFence
+from kernel.errors import Forbidden, NotFound, StaleFence
 
 
 def heartbeat(*, run_id: str, attempt_id: str, fence: int, worker_token=None) -> Run:

@@ -20,8 +20,8 @@ from schedules.selectors import schedule_first_due, schedule_rule
 from runs.authority.materialize import catch_up_on_resume
 from runs.authority.planning import Planned, WavePlans
 from runs.models import UNFINISHED, Trigger
-from scheduler_project.clock import authority_now
-from scheduler_project.errors import InvalidState, NotFound
+from kernel.clock import authority_now
+from kernel.errors import InvalidState, NotFound
 
 log = logging.getLogger(__name__)
 

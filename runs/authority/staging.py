@@ -21,8 +21,8 @@ from runs.authority.ownership import current_attempt
 from runs.authority.sql import record_uploads, register_uploads_if_owned
 from runs.models import ObjectState, Run, StoredObject
 from schedules.models import Tenant
-from scheduler_project.clock import authority_now
-from scheduler_project.errors import DomainError, InvalidState, NotFound, QuotaExceeded, ResultTooLarge
+from kernel.clock import authority_now
+from kernel.errors import DomainError, InvalidState, NotFound, QuotaExceeded, ResultTooLarge
 
 def result_key(run_id: str, attempt_id: str) -> str:
     """Immutable, attempt-scoped name: a stale attempt can only ever write its own orphan."""

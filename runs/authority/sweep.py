@@ -9,7 +9,7 @@ from runs.authority.claim_sql import checked_q
 from runs.authority.completion import fail_or_retry
 from runs.authority.sql import transition
 from runs.authority.transitions import dispatch_intent, finish_run
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import AttemptReason, AttemptState, Outbox, Run, RunState
 
 

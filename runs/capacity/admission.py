@@ -35,8 +35,8 @@ from runs.capacity.live import live_slots
 from runs.capacity.statistics import job_type_durations, schedule_durations
 from runs.capacity.waves import Arrival, Lateness, SimulationTooLong, Steps, fewest, simulate
 from runs.models import AdmissionEpoch
-from scheduler_project.clock import authority_now, instant as instant_text
-from scheduler_project.errors import DeadlineInfeasible
+from kernel.clock import authority_now, instant as instant_text
+from kernel.errors import DeadlineInfeasible
 
 MAX_CHECKED_INSTANTS = 100
 JITTER_LADDER = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)

@@ -23,7 +23,7 @@ from runs.capacity.statistics import job_type_durations, schedule_durations
 from runs.capacity.waves import Arrival, Busy, Claimants, Lateness, SimulationTooLong, Steps, simulate, slots_needed
 from runs.models import Run, RunState
 from schedules.models import Tenant
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 MINUTE = 60
 # The simulation goes on this long after the range: a run due in the range that has not

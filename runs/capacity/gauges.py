@@ -23,7 +23,7 @@ from runs.capacity.forecast import ForecastTooLarge, required_slots
 from runs.capacity.live import capacity_by_class
 from runs.capacity.statistics import QUANTILES, RuntimeStats, runtime_statistics
 from schedules.models import JobType
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Count, Sum
 
 from runs.models import Run, RunState, WorkerSlots
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 
 def slots_report(process: str, slots: dict[str, int], *, ttl_seconds: float | None = None) -> None:

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from runs.capacity.demand import Source, occurrence_instants, strict_schedules
 from runs.capacity.waves import Arrival, Lateness, Steps, simulate
-from scheduler_project.clock import instant as instant_text
+from kernel.clock import instant as instant_text
 
 PROMISE = "promise"
 MAX_INSTANTS_PER_PROMISE = 100

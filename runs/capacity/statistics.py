@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, QuerySet
 
 from runs.models import ExpectedDuration, Run, StatisticsSnapshot, owed_since
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 QUANTILES = (50, 95, 99)
 _DURATION = ExpressionWrapper(F("accepted_attempt__finished_at") - F("accepted_attempt__started_at"),

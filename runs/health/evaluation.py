@@ -32,7 +32,7 @@ from django.db.models.functions import Coalesce, Greatest
 from runs.health.forecast import forecast_step
 from runs.models import UNFINISHED, Incident, IncidentKind, Run, RunState, Trigger
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 
 EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)  # before every instant: no success yet
 

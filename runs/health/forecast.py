@@ -21,7 +21,7 @@ from django.db.models.functions import Greatest
 from runs.capacity.forecast import MINUTE, ForecastTooLarge, lateness_by_tenant
 from runs.models import Incident, IncidentKind
 from schedules.models import Schedule
-from scheduler_project.clock import instant
+from kernel.clock import instant
 
 log = logging.getLogger(__name__)
 

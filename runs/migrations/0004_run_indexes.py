@@ -3,7 +3,7 @@ large): each replacement exists before the index it replaces is dropped."""
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline, RemoveIndexOnline
+from kernel.migration_ops import AddIndexOnline, RemoveIndexOnline
 
 
 class Migration(migrations.Migration):

@@ -3,7 +3,7 @@ built CONCURRENTLY on PostgreSQL: a live runs table is large."""
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline
+from kernel.migration_ops import AddIndexOnline
 
 
 class Migration(migrations.Migration):

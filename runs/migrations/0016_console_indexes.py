@@ -3,7 +3,7 @@ CONCURRENTLY on PostgreSQL: live runs and attempts tables are large."""
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline
+from kernel.migration_ops import AddIndexOnline
 
 
 class Migration(migrations.Migration):

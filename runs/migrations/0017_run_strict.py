@@ -4,7 +4,7 @@ on PostgreSQL before the old one is dropped."""
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline, RemoveIndexOnline
+from kernel.migration_ops import AddIndexOnline, RemoveIndexOnline
 
 
 class Migration(migrations.Migration):

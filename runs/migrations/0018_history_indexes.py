@@ -8,7 +8,7 @@ the migration (a build that fails leaves an INVALID index: drop it and migrate a
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline, RemoveIndexOnline
+from kernel.migration_ops import AddIndexOnline, RemoveIndexOnline
 
 
 class Migration(migrations.Migration):

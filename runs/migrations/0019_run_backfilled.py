@@ -6,7 +6,7 @@ to the quota and the statistics, as they were)."""
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline, RemoveIndexOnline
+from kernel.migration_ops import AddIndexOnline, RemoveIndexOnline
 
 
 class Migration(migrations.Migration):

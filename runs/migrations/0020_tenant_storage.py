@@ -8,7 +8,7 @@ never wrongly)."""
 import django.db.models.deletion
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline
+from kernel.migration_ops import AddIndexOnline
 
 
 class Migration(migrations.Migration):

@@ -4,7 +4,7 @@ import django.db.models.deletion
 import runs.models
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline
+from kernel.migration_ops import AddIndexOnline
 
 
 class Migration(migrations.Migration):

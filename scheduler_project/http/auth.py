@@ -8,7 +8,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 
 from schedules.models import ApiToken, TokenKind
-from scheduler_project.errors import Forbidden, Unauthenticated
+from kernel.errors import Forbidden, Unauthenticated
 
 BEARER_PREFIX = "bearer "
 # Longer than any secret we issue; bounds the hashing work on garbage input.

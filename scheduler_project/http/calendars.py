@@ -14,7 +14,7 @@ from schedules.calendars import (
     calendar_update,
     calendars_list,
 )
-from scheduler_project.errors import InvalidRequest
+from kernel.errors import InvalidRequest
 from scheduler_project.http.cursors import decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body, read_body
 from scheduler_project.http.schemas import error_responses

@@ -12,8 +12,8 @@ from runs.authority import schedule_backfill
 from runs.capacity.forecast import Forecast, ForecastTooLarge, forecast
 from runs.capacity.statistics import job_type_statistics, schedule_durations, schedule_statistics
 from schedules.selectors import schedule_get
-from scheduler_project.clock import authority_now, instant
-from scheduler_project.errors import InvalidRequest
+from kernel.clock import authority_now, instant
+from kernel.errors import InvalidRequest
 from scheduler_project.http.auth import CapacityReaderAuthentication
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.representations import schedule_statistics_representation

@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from schedules.concurrency_keys import concurrency_key, concurrency_keys, key_limit_delete, key_limit_set
 from schedules.models import CONCURRENCY_KEY, MAX_CONCURRENCY_KEY_LENGTH, MAX_CONCURRENCY_LIMIT
-from scheduler_project.errors import InvalidRequest
+from kernel.errors import InvalidRequest
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import StrictIntegerField, StrictSerializer, validate_body

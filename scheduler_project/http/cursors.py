@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.core import signing
 
-from scheduler_project.errors import InvalidRequest
+from kernel.errors import InvalidRequest
 
 _SALT = "scheduler.http.cursor"
 MAX_CURSOR_LENGTH = 2000

@@ -19,7 +19,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from scheduler_project.errors import DomainError, RevisionConflict
+from kernel.errors import DomainError, RevisionConflict
 
 logger = logging.getLogger(__name__)
 READ_METHODS = ("GET", "HEAD")

@@ -6,8 +6,8 @@ from rest_framework.response import Response
 
 from runs.health.selectors import incidents_page, schedule_health
 from schedules.selectors import schedule_get
-from scheduler_project.clock import instant
-from scheduler_project.errors import InvalidRequest
+from kernel.clock import instant
+from kernel.errors import InvalidRequest
 from scheduler_project.http import schemas
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.schemas import error_responses

@@ -3,8 +3,8 @@ so runs created while a client pages never make it skip or repeat older ones."""
 
 from runs.selectors import history_watermark, waiting_on_key
 from schedules.selectors import unavailable_job_types
-from scheduler_project.clock import instant
-from scheduler_project.errors import InvalidRequest
+from kernel.clock import instant
+from kernel.errors import InvalidRequest
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.representations import run_representation
 from scheduler_project.http.views import query_cursor, query_limit

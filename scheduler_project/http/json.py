@@ -11,7 +11,7 @@ import math
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 
-from scheduler_project.errors import InvalidRequest
+from kernel.errors import InvalidRequest
 
 MAX_NESTING = 32
 JSON_CONTENT_TYPES = ("application/json",)

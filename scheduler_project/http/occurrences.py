@@ -14,8 +14,8 @@ from schedules.directives import (
 )
 from schedules.models import MAX_DIRECTIVE_NOTE_LENGTH, DirectiveAction
 from schedules.selectors import schedule_get
-from scheduler_project.clock import authority_now, instant
-from scheduler_project.errors import InvalidRequest
+from kernel.clock import authority_now, instant
+from kernel.errors import InvalidRequest
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.representations import schedule_detail_representation

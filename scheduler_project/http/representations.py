@@ -1,7 +1,7 @@
 """JSON shapes of the API's resources, exactly as the contract (API.md) names them."""
 
 
-from scheduler_project.clock import instant
+from kernel.clock import instant
 
 
 def _number(value):
@@ -13,7 +13,7 @@ def _number(value):
 
 def schedule_representation(schedule) -> dict:
     from schedules.selectors import schedule_ended, schedule_local_next_run
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     return {
         "scheduleId": schedule.id,

@@ -33,7 +33,7 @@ from schedules.models import (
     OverlapPolicy,
 )
 from schedules.specs import ScheduleSpec
-from scheduler_project.errors import InvalidRequest
+from kernel.errors import InvalidRequest
 from scheduler_project.http.validation import (
     InstantField,
     StrictBooleanField,

@@ -9,8 +9,8 @@ import re
 from rest_framework import serializers
 
 from schedules import recurrence
-from scheduler_project.clock import instant
-from scheduler_project.errors import InvalidCron, InvalidRecurrence, InvalidRequest, InvalidTimezone
+from kernel.clock import instant
+from kernel.errors import InvalidCron, InvalidRecurrence, InvalidRequest, InvalidTimezone
 from scheduler_project.http.errors import first_validation_error
 
 # Opaque ids are short tokens; anything else can never name a row, so it is answered

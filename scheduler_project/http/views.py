@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from schedules.audit import Actor
 from schedules.models import AuthorKind
-from scheduler_project.errors import InvalidRequest
+from kernel.errors import InvalidRequest
 from scheduler_project.http.auth import TenantTokenAuthentication, WorkerTokenAuthentication
 from scheduler_project.http.validation import InstantField
 

@@ -23,7 +23,7 @@ from schedules.audit import Actor
 from schedules.models import AuthorKind, BeatImport, JobType, Tenant
 from schedules.services import schedule_create
 from schedules.specs import ScheduleSpec, validate_params
-from scheduler_project.errors import DomainError
+from kernel.errors import DomainError
 
 NEXT_COUNT = 5
 # Beat rows that are not a team's tasks: this scheduler's housekeeping (install_housekeeping)

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-from scheduler_project.migration_ops import AddIndexOnline
+from kernel.migration_ops import AddIndexOnline
 
 
 class Migration(migrations.Migration):

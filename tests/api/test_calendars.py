@@ -8,7 +8,7 @@ import pytest
 from runs import authority
 from runs.models import Run, Trigger
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 from tests.api.conftest import CRON_BODY, create_schedule, post_raw
 
 pytestmark = pytest.mark.django_db

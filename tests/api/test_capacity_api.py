@@ -10,7 +10,7 @@ from runs.capacity.live import slots_report
 from runs.models import PendingReason, Run, RunState
 from schedules.jitter import jitter_offset, jittered
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.api.conftest import CRON_BODY, assert_error, create_schedule
 from tests.authority_steps import make_due
 

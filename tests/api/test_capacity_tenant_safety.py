@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from runs.capacity.live import slots_report
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 from tests.api.conftest import CRON_BODY, assert_error, create_schedule
 
 FORECAST = "/api/v1/capacity/forecast"

@@ -9,7 +9,7 @@ from runs import authority
 from runs.loops import scan_pass
 from runs.models import PendingReason, Run, RunState, SkipReason
 from schedules.models import MAX_DIRECTIVES, AuditEntry, OccurrenceDirective, Schedule
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 from tests.api.conftest import create_schedule
 
 HOURLY = {"kind": "interval", "everySeconds": 3600}

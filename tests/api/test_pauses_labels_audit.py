@@ -9,7 +9,7 @@ from runs.models import Run, RunState
 from schedules import bulk
 from runs.authority import resume as resume_module
 from schedules.models import AuditEntry, Schedule
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 from tests.api.conftest import create_schedule
 from tests.console.seed import staff_user
 

@@ -2,7 +2,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from scheduler_project.clock import instant
+from kernel.clock import instant
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from runs.authority import release_backfill
 from runs.models import Run, RunState
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.api.conftest import assert_error, claim, create_schedule, run_once
 from tests.authority_steps import REPORT, materialize_one, publish, stage
 from tests.factories import api_client, make_tenant

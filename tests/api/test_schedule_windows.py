@@ -12,7 +12,7 @@ from runs import authority
 from runs.models import Run, Trigger
 from runs.timers import Timers, fire
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 from tests.api.conftest import CRON_BODY, create_schedule, run_once
 
 pytestmark = pytest.mark.django_db

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from runs import authority
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import TERMINAL_STATES, Attempt, AttemptState, Run
 from schedules.models import JobType, Schedule
 from schedules.services import schedule_create

@@ -11,7 +11,7 @@ import pytest
 from objectstore import get_object_store
 from runs import authority
 from workers import uploads
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Attempt, Run, RunState, StoredObject
 from schedules.models import Schedule
 from schedules.services import schedule_create

@@ -11,7 +11,7 @@ from django.db.models import F, Max
 from runs import scan_directory
 from runs.models import Run
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.chaos.invariants import due_instants
 from tests.chaos.system import ChaosSystem
 from tests.child_env import database_url_of_test_db

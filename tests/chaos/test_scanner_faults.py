@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Outbox, OutboxKind, Run, RunState
 from schedules.models import Schedule
 from tests.e2e.processes import wait_until

@@ -13,8 +13,8 @@ from runs.models import Run, RunState, SkipReason
 from schedules.directives import directive_put
 from schedules.models import OccurrenceDirective, Schedule
 from schedules.services import schedule_create
-from scheduler_project.clock import authority_now, instant
-from scheduler_project.errors import InvalidState
+from kernel.clock import authority_now, instant
+from kernel.errors import InvalidState
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.concurrency.harness import race
 

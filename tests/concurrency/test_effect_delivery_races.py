@@ -12,7 +12,7 @@ from effects.adapters import ProviderOutcome
 from effects.delivery import PassStats, claim_next_delivery, finish_delivery
 from effects.models import EffectDelivery, EffectIntent, EffectState
 from runs.authority.sql import TransitionConflict
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import succeeded_run
 from tests.concurrency.harness import race
 from tests.factories import make_tenant

@@ -10,7 +10,7 @@ from runs import authority
 from runs.models import Run
 from schedules.models import Schedule
 from schedules.services import schedule_create
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.concurrency.harness import race
 

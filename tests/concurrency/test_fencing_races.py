@@ -11,7 +11,7 @@ from django.forms.models import model_to_dict
 from effects.models import EffectIntent
 from runs import authority
 from workers import uploads
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import (
     Attempt,
     AttemptState,
@@ -22,7 +22,7 @@ from runs.models import (
     StoredObject,
     TERMINAL_STATES,
 )
-from scheduler_project.errors import InvalidState, StaleFence
+from kernel.errors import InvalidState, StaleFence
 from tests.authority_steps import (
     complete_success,
     create_schedule,

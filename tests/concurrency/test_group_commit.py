@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from effects.models import EffectIntent
 from runs import authority
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
-from scheduler_project.errors import StaleFence
+from kernel.errors import StaleFence
 from tests.authority_steps import create_schedule, expire_lease, make_due
 from workers.uploads import stage_results
 

@@ -9,7 +9,7 @@ from runs.models import Run, RunState
 from schedules.bulk import schedules_pause_matching
 from schedules.models import AuditEntry, Schedule
 from schedules.services import schedule_pause
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule
 from tests.concurrency.harness import race
 

@@ -7,7 +7,7 @@ import pytest
 
 from runs import authority
 from runs.models import Outbox, Run, RunState
-from scheduler_project.errors import InvalidState, NotFound
+from kernel.errors import InvalidState, NotFound
 from tests.authority_steps import create_schedule, start_run
 from tests.concurrency.harness import race
 

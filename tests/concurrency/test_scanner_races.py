@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 
 from runs import authority
 from runs.authority.materialize import _materialize
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Outbox, Run, RunState, Trigger
 from schedules.models import Schedule
 from tests.authority_steps import create_schedule, make_due

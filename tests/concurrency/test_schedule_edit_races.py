@@ -8,7 +8,7 @@ from runs.models import AttemptState, Run, RunState
 from schedules.models import Schedule, ScheduleRevision
 from schedules.services import schedule_update
 from schedules.specs import ScheduleSpec
-from scheduler_project.errors import RevisionConflict
+from kernel.errors import RevisionConflict
 from tests.authority_steps import create_schedule, expire_lease, materialize_one
 from tests.concurrency.harness import race
 

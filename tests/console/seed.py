@@ -12,7 +12,7 @@ from effects.delivery import effects_pass
 from effects.models import EffectIntent
 from runs import authority
 from runs.models import Attempt, Run, RunState, SkipReason
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from schedules.models import Schedule
 from tests.authority_steps import create_schedule, make_due, publish, stage, start_run, succeeded_run
 from tests.factories import make_tenant

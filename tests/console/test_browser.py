@@ -13,7 +13,7 @@ from console.forecast import next_24_hours
 from effects.models import EffectIntent
 from runs import authority
 from runs.capacity.live import slots_report
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule, make_due
 from tests.console.browser import chromium_driver, click_and_wait, layout_faults, screenshot
 from tests.console.seed import FAILURE, HISTORY, lateness_of

@@ -55,7 +55,7 @@ def test_schedule_page__lists_its_incidents_open_first(staff_client):
 
 def test_uncertain_effects_page__shows_an_uncertain_alert(staff_client):
     from effects.models import EffectIntent, EffectState
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     now = authority_now()
     EffectIntent.objects.create(action="alert-abc-1", kind="webhook", target={"url": "https://hooks.example.com/h"},

@@ -11,7 +11,7 @@ from runs.authority import materialize_due
 from runs.models import PendingReason, Run, RunState
 from schedules.models import AuditEntry, OccurrenceDirective
 from schedules.services import schedule_create
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.console.seed import staff_user
 

@@ -14,7 +14,7 @@ from effects.models import EffectState
 from runs.capacity.live import slots_report
 from runs.models import Run, RunState, Trigger
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.console.seed import FORECAST_RULES, lateness_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

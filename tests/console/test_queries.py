@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs.models import Attempt, AttemptState, Run, RunState
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule
 from tests.runs.test_due_scan import table_reads
 

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from console.words import rule_in_words
 from runs import authority
 from runs.models import Run
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule, make_due, materialize_one, publish, stage, start_run
 from tests.console.seed import FAILURE, HISTORY, seed_history
 

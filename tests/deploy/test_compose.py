@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from scheduler_project.startup import PLACEHOLDER_PREFIX
+from kernel.startup import PLACEHOLDER_PREFIX
 from tests.deploy.compose import (
     DOTENV_EXAMPLE,
     ROOT,
@@ -242,7 +242,7 @@ def test_compose__refuses_to_start_without_the_secrets_of_dotenv():
 
 
 def test_dotenv_example__every_secret_is_a_placeholder_the_processes_refuse():
-    # scheduler_project.startup refuses these values; tests/test_secret_key.py starts the web
+    # kernel.startup refuses these values; tests/test_secret_key.py starts the web
     # process with .env.example copied unchanged.
     example = read_dotenv(DOTENV_EXAMPLE)
     assert {key for key in SECRETS if example[key].startswith(PLACEHOLDER_PREFIX)} == SECRETS

@@ -11,7 +11,7 @@ from objectstore import get_object_store
 from runs import authority
 from runs.models import Attempt, Outbox, Run, RunState
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.child_env import redis_mode
 from tests.e2e.processes import wait_until
 from tests.factories import api_client, make_tenant

@@ -14,8 +14,8 @@ from django.db import connection
 from django.db.utils import ConnectionHandler, OperationalError
 
 from runs.models import Run, RunState
-from scheduler_project.connections import configure_postgresql
-from scheduler_project.database_url import parse_database_url
+from kernel.connections import configure_postgresql
+from kernel.database_url import parse_database_url
 from tests.child_env import database_url_of_test_db, redis_mode
 from tests.e2e.processes import wait_until
 from tests.e2e.test_redis_mode import make_due_now

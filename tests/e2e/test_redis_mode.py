@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, Outbox, Run, RunState
 from schedules.models import Schedule
 from tests.child_env import redis_mode

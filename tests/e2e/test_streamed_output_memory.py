@@ -17,7 +17,7 @@ import pytest
 from objectstore import get_object_store
 from runs import authority
 from runs.models import Outbox, Run, RunState
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.models import Schedule
 from schedules.services import schedule_create

@@ -9,7 +9,7 @@ from effects.delivery import effects_pass
 from effects.models import EffectIntent
 from runs import authority
 from runs.models import ObjectState, StoredObject
-from scheduler_project.errors import StaleFence
+from kernel.errors import StaleFence
 from tests.authority_steps import expire_lease, publish, report_schedule, stage, start_run, succeeded_run
 from tests.effects.helpers import attachments, checksum, read_mailbox
 from tests.factories import api_client

@@ -7,7 +7,7 @@ import pytest
 
 from effects.delivery import PassStats, claim_next_delivery, effects_pass
 from effects.models import EffectDelivery, EffectIntent, EffectState
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import succeeded_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ import pytest
 
 from effects.delivery import PassStats, claim_next_delivery
 from effects.models import EffectDelivery, EffectIntent
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import succeeded_run
 from tests.child_env import database_url_of_test_db
 from tests.effects.helpers import ROOT, read_mailbox

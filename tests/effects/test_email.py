@@ -9,9 +9,9 @@ from django.test import Client
 
 from effects.delivery import effects_pass
 from effects.models import EffectDelivery, EffectIntent
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Outbox, Run, StoredObject
-from scheduler_project.clock import instant
+from kernel.clock import instant
 from tests.authority_steps import succeeded_run
 from tests.effects.helpers import attachments, checksum, read_mailbox
 from tests.servers import free_port

@@ -6,7 +6,7 @@ import pytest
 from effects.delivery import effects_pass
 from effects.models import EffectDelivery, EffectIntent, EmailUsage
 from effects.quota import email_recipients_take
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import succeeded_run
 from tests.effects.helpers import read_mailbox
 from tests.factories import api_client, make_tenant

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from runs import authority
 from runs.models import Run
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule, make_due
 
 ALERT = {"email": {"to": ["ops@example.com"]}, "webhook": {"url": "http://hooks.example.com/health"}}

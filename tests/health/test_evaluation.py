@@ -11,7 +11,7 @@ from runs.models import Incident, Run
 from schedules.models import Schedule
 from schedules.services import schedule_delete, schedule_update
 from schedules.specs import ScheduleSpec
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 from tests.authority_steps import REPORT, make_due, publish, stage
 from tests.health.steps import claim_all, expecting, fail, later, materialize
 

@@ -10,7 +10,7 @@ from runs.capacity.live import slots_report, slots_withdraw
 from runs.health.evaluation import health_pass
 from runs.models import Incident
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule
 from tests.factories import make_tenant
 from tests.health.steps import expecting

@@ -178,7 +178,7 @@ def django_on(url: str):
     included) until the block ends."""
     from django.db import connection
 
-    from scheduler_project.database_url import parse_database_url
+    from kernel.database_url import parse_database_url
 
     saved = dict(connection.settings_dict)
     parsed = parse_database_url(url)

@@ -7,7 +7,7 @@ import pytest
 from django.db.backends.postgresql.base import DatabaseWrapper
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from scheduler_project.database_url import parse_database_url
+from kernel.database_url import parse_database_url
 
 FAILOVER_URL = ("postgresql://app:secret@10.0.0.1:5433,10.0.0.2:5434/scheduler"
                 "?target_session_attrs=read-write&connect_timeout=2")

@@ -20,8 +20,8 @@ from django.db import connection
 
 from runs import authority
 from runs.models import RunState
-from scheduler_project.clock import authority_now
-from scheduler_project.errors import NotFound, StaleFence
+from kernel.clock import authority_now
+from kernel.errors import NotFound, StaleFence
 from tests.e2e.processes import wait_until
 from tests.recovery.clusters import DATABASE, OWNER, Cluster, django_on, migrate
 from tests.recovery.drills import elapsed, integrity

@@ -20,7 +20,7 @@ from schedules.jitter import jittered
 from schedules.models import Schedule
 from schedules.services import schedule_delete, schedule_pause, schedule_update
 from schedules.specs import ScheduleSpec
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule
 from tests.concurrency.harness import Session
 

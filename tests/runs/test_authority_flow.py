@@ -6,10 +6,10 @@ import pytest
 
 from runs import authority
 from workers import uploads
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, ObjectState, Outbox, Run, RunState, StoredObject
 from schedules.models import Schedule
-from scheduler_project.errors import InvalidState, StaleFence
+from kernel.errors import InvalidState, StaleFence
 from tests.authority_steps import create_schedule, make_due
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]

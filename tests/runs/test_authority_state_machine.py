@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from effects.models import EffectIntent
 from runs import authority
 from workers import uploads
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import (
     ACTIVE_STATES,
     TERMINAL_STATES,
@@ -36,7 +36,7 @@ from runs.models import (
     StoredObject,
 )
 from schedules.models import Schedule
-from scheduler_project.errors import InvalidState, StaleFence
+from kernel.errors import InvalidState, StaleFence
 from tests.authority_steps import create_schedule, make_due
 from tests.factories import make_tenant
 

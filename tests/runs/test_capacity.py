@@ -11,7 +11,7 @@ from runs.capacity.live import capacity_by_class, live_slots, slots_report, slot
 from runs.capacity.statistics import job_type_statistics
 from runs.models import Attempt, Run, RunState, WorkerSlots
 from schedules.models import Schedule
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule, succeeded_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]

@@ -73,7 +73,7 @@ def test_metrics__a_cached_figure_covers_the_horizon_plus_the_cache_interval(ten
     cached figure may be served: computed with the cache on, it counts."""
     from datetime import timedelta
 
-    from scheduler_project.clock import authority_now
+    from kernel.clock import authority_now
 
     settings.CAPACITY_GAUGE_CACHE_SECONDS = cache_seconds
     at = (authority_now() + timedelta(seconds=930)).isoformat()

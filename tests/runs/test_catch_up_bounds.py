@@ -19,7 +19,7 @@ from runs.models import Run, RunState, SkipReason
 from schedules import recurrence
 from schedules.models import Schedule
 from schedules.services import schedule_create, schedule_pause
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from runs import authority
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Run, RunState
 from schedules.models import Schedule
 from schedules.services import due_bucket

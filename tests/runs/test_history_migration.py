@@ -16,7 +16,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.operations import AddConstraint, AddIndex, AlterField, RemoveConstraint, RemoveIndex
 
-from scheduler_project.migration_ops import OnPostgres
+from kernel.migration_ops import OnPostgres
 from tests.authority_steps import create_schedule, insert_runs
 from tests.concurrency.harness import Session, lock_timeout
 
@@ -112,7 +112,7 @@ def test_migrations_since_the_live_indexes__change_history_tables_only_online():
     """What the writer above could miss, read from the migrations themselves: from runs.0018
     on, an index or constraint of a history table, or an altered field of one (Django drops
     and adds a foreign key again, validating it), is built CONCURRENTLY or by statements of
-    our own (scheduler_project.migration_ops); a new column is a catalog change."""
+    our own (kernel.migration_ops); a new column is a catalog change."""
     loader = MigrationLoader(None, ignore_no_migrations=True)
     found = []
     for (app, name), migration in loader.disk_migrations.items():

@@ -22,7 +22,7 @@ from runs.authority.materialize import _waiting_counts
 from runs.authority.reserve import Reserve
 from runs.authority.sweep import sweep_expired_leases
 from runs.selectors import tenant_runs_page
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests import plans
 from tests.authority_steps import create_schedule
 

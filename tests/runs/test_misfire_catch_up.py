@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from runs import authority
 from runs.catch_up import RUN_ALL_PER_CYCLE, SKIPPED_RECORDS_CAP
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Run, RunState, SkipReason
 from schedules import recurrence
 from schedules.models import Schedule

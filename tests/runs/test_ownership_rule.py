@@ -19,8 +19,8 @@ from runs.authority.objects import attempt_can_publish
 from runs.authority.sql import register_uploads_if_owned
 from runs.authority.staging import result_key
 from runs.models import Attempt, Run, RunState, StoredObject
-from scheduler_project.clock import authority_now
-from scheduler_project.errors import StaleFence
+from kernel.clock import authority_now
+from kernel.errors import StaleFence
 from tests.authority_steps import create_schedule, expire_lease, stage, start_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from runs.authority import run_once
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Outbox
 from runs.relay import RELAY_RETRY_SECONDS, relay_pass, republish_lost_hints
 from schedules.services import schedule_create

@@ -23,9 +23,9 @@ from django.db import connection
 from objectstore import ObjectMissing, get_object_store
 from runs import authority
 from runs.authority.objects import object_delete_marked, object_mark_deleting
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
-from scheduler_project.errors import InvalidState, StaleFence
+from kernel.errors import InvalidState, StaleFence
 from tests.authority_steps import publish, report_schedule, stage, start_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from runs import scan_directory
 from runs.models import BucketLease, ScannerMember
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from runs.timers import FIRST_CHUNK, Timers, fire
 from schedules.models import Schedule
 from schedules.services import schedule_pause, schedule_update
 from schedules.specs import ScheduleSpec
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import create_schedule
 
 pytestmark = pytest.mark.django_db

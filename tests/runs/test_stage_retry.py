@@ -11,7 +11,7 @@ from runs import authority
 from workers import uploads
 from runs.authority import result_key
 from runs.models import ObjectState, StoredObject
-from scheduler_project.errors import InvalidState
+from kernel.errors import InvalidState
 from tests.authority_steps import create_schedule, start_run
 
 pytestmark = pytest.mark.django_db

@@ -19,7 +19,7 @@ from runs.capacity.statistics import (
 )
 from runs.models import ExpectedDuration, StatisticsSnapshot
 from runs.retention import cleanup_pass
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import accepted_history, create_schedule
 
 UTC = timezone.utc

@@ -10,7 +10,7 @@ from django.db import connection
 
 from runs.models import Run, StoredObject, TenantStorage
 from runs.retention import cleanup_pass, count_stored_bytes
-from scheduler_project.errors import QuotaExceeded
+from kernel.errors import QuotaExceeded
 from tests.authority_steps import publish, report_schedule, stage, start_run
 from tests.factories import make_tenant
 from tests.runs.test_retention import finished_days_ago

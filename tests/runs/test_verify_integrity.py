@@ -15,7 +15,7 @@ from django.db import connection
 from objectstore import get_object_store
 from runs.integrity import verify_integrity
 from runs.models import ObjectState, Outbox, Run, RunState, SkipReason, StoredObject
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from tests.authority_steps import REPORT, complete_success, create_schedule, materialize_one, stage, start_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]

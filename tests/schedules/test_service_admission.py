@@ -6,7 +6,7 @@ import pytest
 from runs.capacity.live import slots_report
 from schedules.models import Schedule
 from schedules.services import schedule_edit
-from scheduler_project.errors import DeadlineInfeasible
+from kernel.errors import DeadlineInfeasible
 from scheduler_project.http.schedule_requests import schedule_changes
 from tests.authority_steps import create_schedule
 

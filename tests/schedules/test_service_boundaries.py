@@ -13,7 +13,7 @@ from schedules.directives import directive_put
 from schedules.services import schedule_create, schedule_delete, schedule_edit, schedule_pause
 from schedules.specs import ScheduleSpec
 from schedules.tenants import tenant_create
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.authority_steps import create_schedule
 

@@ -8,7 +8,7 @@ from django.test import Client
 from django_celery_beat.models import PeriodicTask
 
 from runs import authority
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Run, RunState
 from schedules.models import Schedule
 from schedules.services import schedule_create

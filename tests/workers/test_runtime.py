@@ -14,7 +14,7 @@ from django.db import OperationalError, connection
 
 from objectstore import get_object_store
 from runs import authority
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, PendingReason, Run, RunState, StoredObject
 from schedules.models import JobType, Schedule
 from schedules.services import schedule_create

@@ -13,7 +13,7 @@ from runs import authority
 from runs.authority.unknown_job_types import REOFFER_MAX_SECONDS
 from runs.models import Outbox, Run, RunState
 from runs.relay import relay_pass
-from scheduler_project.clock import authority_now
+from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.services import schedule_create
 from workers.embedded_pool import EmbeddedDispatcher

@@ -5,7 +5,7 @@ from django.core.management.base import CommandError
 from effects.delivery import RESOLUTIONS, effect_resolve, effects_pass
 from effects.models import EffectIntent
 from runs.loops import LoopCommand
-from scheduler_project.errors import DomainError
+from kernel.errors import DomainError
 
 
 class Command(LoopCommand):

@@ -1,6 +1,6 @@
 from runs.loops import LoopCommand
 from runs.retention import cleanup_pass
-from scheduler_project.progress import progress
+from kernel.progress import progress
 
 
 class Command(LoopCommand):

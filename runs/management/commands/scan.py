@@ -1,6 +1,6 @@
 from runs.loops import LoopCommand, scan_pass
 from runs.scanner import ScanLoop
-from scheduler_project.startup import require_secrets
+from kernel.startup import require_secrets
 
 
 def parse_buckets(text: str | None):

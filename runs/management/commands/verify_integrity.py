@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS
 
 from runs.integrity import verify_integrity
-from scheduler_project.progress import progress
+from kernel.progress import progress
 
 
 class Command(BaseCommand):

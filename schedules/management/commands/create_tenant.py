@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from schedules.models import DEFAULT_MAX_STORED_BYTES
 from schedules.tenants import tenant_create
-from scheduler_project.errors import DomainError
+from kernel.errors import DomainError
 from workers.jobs.framework import builtin_job_types
 
 

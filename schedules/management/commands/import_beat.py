@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from schedules.beat.importer import NEXT_COUNT, RowPlan, apply_import, plan_import
 from schedules.beat.rules import rule_text
 from schedules.models import Tenant
-from scheduler_project.clock import authority_now
-from scheduler_project.errors import DomainError
-from scheduler_project.progress import progress
+from kernel.clock import authority_now
+from kernel.errors import DomainError
+from kernel.progress import progress
 
 COLUMNS = ("periodic task", "task", "beat rule", "new rule", f"beat: next {NEXT_COUNT}",
            f"ours: next {NEXT_COUNT}", "status")

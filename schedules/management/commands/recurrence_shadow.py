@@ -9,7 +9,7 @@ from schedules.models import Schedule
 from schedules.recurrence import RecurrenceError, parse_rule, render_local
 from schedules.recurrence.shadow import compare_window
 from schedules.shadow import candidate_named
-from scheduler_project.clock import authority_now, instant
+from kernel.clock import authority_now, instant
 
 
 class Command(BaseCommand):

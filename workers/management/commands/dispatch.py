@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.loops import Stopper
-from scheduler_project.startup import require_secrets
+from kernel.startup import require_secrets
 from workers.embedded_pool import EmbeddedDispatcher
 
 

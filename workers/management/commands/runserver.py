@@ -9,8 +9,8 @@ from django.contrib.staticfiles.management.commands.runserver import Command as 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
-from scheduler_project.connections import use_web_connection_pool
-from scheduler_project.startup import serve_secrets_ensure
+from kernel.connections import use_web_connection_pool
+from kernel.startup import serve_secrets_ensure
 
 
 class Command(StaticFilesRunserver):

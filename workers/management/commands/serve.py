@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler_project.startup import serve_secrets_ensure
+from kernel.startup import serve_secrets_ensure
 from workers.jobs.catalog import schedules_without_job_type
 
 RESTART_BACKOFF_MAX = 30.0
