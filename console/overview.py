@@ -11,9 +11,10 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 
-from effects.models import EffectIntent, EffectState
 from runs.metrics import counter_total
-from runs.models import ACTIVE_STATES, UNFINISHED, Attempt, AttemptState, Run, RunState, Trigger
+from runs.models import (
+    ACTIVE_STATES, Attempt, AttemptState, EffectIntent, EffectState, Run, RunState, Trigger, UNFINISHED,
+)
 from schedules.models import Tenant
 
 WINDOW = timedelta(hours=1)

@@ -17,8 +17,8 @@ from console.forecast import HORIZON, next_24_hours
 from console.overview import health, lateness_by_tenant_and_class, state_counts
 from console.svg import CLASS_COLORS, forecast_chart, lateness_chart
 from effects.delivery import effect_resolve
-from effects.models import EffectIntent, EffectState
 from kernel.clock import authority_now
+from runs.models import EffectIntent, EffectState
 
 
 class ConsoleLoginView(LoginView):

@@ -4,7 +4,7 @@ the actions record an operator's decision through effects.delivery, never a mode
 from django.contrib import admin
 
 from effects.delivery import effect_resolve
-from effects.models import EffectDelivery, EffectIntent
+from runs.models import EffectDelivery, EffectIntent
 from schedules.admin import ReadOnlyAdmin, apply_to_each
 
 

@@ -19,9 +19,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
-from effects.models import EffectIntent, EffectKind, IncidentNotice, NoticeEvent
-from runs.models import Incident
+from effects.models import IncidentNotice, NoticeEvent
 from kernel.clock import authority_now, instant
+from runs.models import EffectIntent, EffectKind, Incident
 
 log = logging.getLogger(__name__)
 

@@ -32,23 +32,16 @@ from django.db.models import Q
 from effects import adapters
 from effects.adapters import ProviderOutcome
 from effects.messages import (
-    PreparedDelivery,
-    alert_email,
-    alert_payload,
-    email_message,
-    request_record,
-    webhook_payload,
+    PreparedDelivery, alert_email, alert_payload, email_message, request_record, webhook_payload,
 )
-from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from effects.quota import email_recipients_take
+from kernel.clock import authority_now, instant
+from kernel.errors import InvalidRequest, InvalidState, NotFound
 from objectstore import ObjectMissing, download_filename, get_object_store
 from runs.authority.objects import object_pin
 from runs.authority.sql import TransitionConflict, transition
 from runs.backoff import retry_delay_seconds
-from kernel.clock import authority_now
-from runs.models import ObjectState, StoredObject
-from kernel.errors import InvalidRequest, InvalidState, NotFound
-from kernel.clock import instant
+from runs.models import EffectDelivery, EffectIntent, EffectKind, EffectState, ObjectState, StoredObject
 from schedules.models import JobType, UncertainEffectPolicy
 
 log = logging.getLogger(__name__)

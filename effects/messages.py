@@ -18,8 +18,8 @@ from email.mime.base import MIMEBase
 from django.conf import settings
 from django.core.mail import EmailMessage
 
-from effects.models import EffectKind
 from kernel.clock import instant
+from runs.models import EffectKind
 
 
 @dataclass

@@ -32,8 +32,7 @@ AUTOVACUUM_NEEDED = ("autovacuum_vacuum_scale_factor", "autovacuum_analyze_scale
 
 def history_tables() -> list[str]:
     """runs, attempts, dispatch intents, the object registry and effect intents."""
-    from effects.models import EffectIntent
-    from runs.models import Attempt, Outbox, Run, StoredObject
+    from runs.models import Attempt, EffectIntent, Outbox, Run, StoredObject
 
     return [model._meta.db_table for model in (Run, Attempt, Outbox, StoredObject, EffectIntent)]
 

@@ -117,7 +117,7 @@ def open_incidents() -> GaugeMetricFamily:
 
 def open_effects() -> GaugeMetricFamily:
     """Effect intents still open (pending delivery, or uncertain) by state, from the partial index."""
-    from effects.models import EffectIntent, EffectState
+    from runs.models import EffectIntent, EffectState
 
     gauge = GaugeMetricFamily("scheduler_effects", "Open effect intents by state.", labels=["state"])
     open_states = (EffectState.PENDING, EffectState.UNCERTAIN)

@@ -18,23 +18,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Q
 
-from effects.models import EffectDelivery, EffectIntent
+from kernel.clock import authority_now
 from runs.authority.objects import object_delete_marked, object_mark_deleting
 from runs.authority.sql import in_id_order
 from runs.capacity.statistics import refresh_snapshot
-from kernel.clock import authority_now
 from runs.counts import Counts
 from runs.models import (
-    TERMINAL_STATES,
-    UNCOUNTED,
-    Attempt,
-    AttemptState,
-    ObjectState,
-    Outbox,
-    Run,
-    RunState,
-    StoredObject,
-    TenantStorage,
+    Attempt, AttemptState, EffectDelivery, EffectIntent, ObjectState, Outbox, Run, RunState, StoredObject,
+    TERMINAL_STATES, TenantStorage, UNCOUNTED,
 )
 from schedules.models import OccurrenceDirective, RequestKey, Schedule
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from django.db import transaction
 
-from effects.models import EffectIntent, EffectKind
+from runs.models import EffectIntent, EffectKind
 from runs.authority.owner import require_current
 from runs.authority.ownership import require_credential
 from runs.authority.sql import transition

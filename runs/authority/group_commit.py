@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from django.db import transaction
 
-from effects.models import EffectIntent
+from runs.models import EffectIntent
 from runs import metrics
 from runs.authority.completion import complete, effect_intents
 from runs.authority.owner import stale_reason

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from effects.models import EffectIntent, EffectState
+from runs.models import EffectIntent, EffectState
 from objectstore import get_object_store
 from runs.authority.owner import require_current
 from runs.authority.sql import transition

@@ -39,7 +39,7 @@ def action(admin_client, model: str, name: str, ids: list[str]):
         "runs/run",
         "runs/outbox",
         "runs/storedobject",
-        "effects/effectintent",
+        "runs/effectintent",
     ],
 )
 def test_changelists_render(admin_client, client, model):

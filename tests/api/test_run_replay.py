@@ -7,14 +7,13 @@ import io
 import pytest
 from django.core.management import call_command
 
-from effects.models import EffectIntent
 from runs import authority
-from runs.models import Attempt, Outbox, Run, RunState
+from runs.models import Attempt, EffectIntent, Outbox, Run, RunState
 from schedules.models import ApiToken, JobType
 from tests.authority_steps import create_schedule, expire_lease, publish, report_schedule, stage, start_run
+from workers.intake import claim_and_execute
 from workers.jobs import framework
 from workers.jobs.framework import PermanentJobError, scheduler_job
-from workers.intake import claim_and_execute
 
 pytestmark = pytest.mark.django_db
 

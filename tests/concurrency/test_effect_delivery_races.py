@@ -10,9 +10,9 @@ from django.db import connection
 from effects import adapters
 from effects.adapters import ProviderOutcome
 from effects.delivery import PassStats, claim_next_delivery, finish_delivery
-from effects.models import EffectDelivery, EffectIntent, EffectState
-from runs.authority.sql import TransitionConflict
 from kernel.clock import authority_now
+from runs.authority.sql import TransitionConflict
+from runs.models import EffectDelivery, EffectIntent, EffectState
 from tests.authority_steps import succeeded_run
 from tests.concurrency.harness import race
 from tests.factories import make_tenant

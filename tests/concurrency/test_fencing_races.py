@@ -8,30 +8,17 @@ from datetime import timedelta
 import pytest
 from django.forms.models import model_to_dict
 
-from effects.models import EffectIntent
-from runs import authority
-from workers import uploads
 from kernel.clock import authority_now
-from runs.models import (
-    Attempt,
-    AttemptState,
-    ObjectState,
-    Outbox,
-    Run,
-    RunState,
-    StoredObject,
-    TERMINAL_STATES,
-)
 from kernel.errors import InvalidState, StaleFence
+from runs import authority
+from runs.models import (
+    Attempt, AttemptState, EffectIntent, ObjectState, Outbox, Run, RunState, StoredObject, TERMINAL_STATES,
+)
 from tests.authority_steps import (
-    complete_success,
-    create_schedule,
-    expire_lease,
-    materialize_one,
-    set_lease_deadline,
-    stage,
+    complete_success, create_schedule, expire_lease, materialize_one, set_lease_deadline, stage,
 )
 from tests.concurrency.harness import race
+from workers import uploads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

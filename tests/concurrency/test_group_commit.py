@@ -11,10 +11,9 @@ from django.conf import settings
 from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
-from effects.models import EffectIntent
-from runs import authority
-from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
 from kernel.errors import StaleFence
+from runs import authority
+from runs.models import Attempt, EffectIntent, ObjectState, Run, RunState, StoredObject
 from tests.authority_steps import create_schedule, expire_lease, make_due
 from workers.uploads import stage_results
 

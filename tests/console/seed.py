@@ -9,10 +9,9 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 
 from effects.delivery import effects_pass
-from effects.models import EffectIntent
-from runs import authority
-from runs.models import Attempt, Run, RunState, SkipReason
 from kernel.clock import authority_now
+from runs import authority
+from runs.models import Attempt, EffectIntent, Run, RunState, SkipReason
 from schedules.models import Schedule
 from tests.authority_steps import create_schedule, make_due, publish, stage, start_run, succeeded_run
 from tests.factories import make_tenant

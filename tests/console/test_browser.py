@@ -10,10 +10,10 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from console.forecast import next_24_hours
-from effects.models import EffectIntent
+from kernel.clock import authority_now
 from runs import authority
 from runs.capacity.live import slots_report
-from kernel.clock import authority_now
+from runs.models import EffectIntent
 from tests.authority_steps import create_schedule, make_due
 from tests.console.browser import chromium_driver, click_and_wait, layout_faults, screenshot
 from tests.console.seed import FAILURE, HISTORY, lateness_of

@@ -54,7 +54,7 @@ def test_schedule_page__lists_its_incidents_open_first(staff_client):
 
 
 def test_uncertain_effects_page__shows_an_uncertain_alert(staff_client):
-    from effects.models import EffectIntent, EffectState
+    from runs.models import EffectIntent, EffectState
     from kernel.clock import authority_now
 
     now = authority_now()

@@ -10,11 +10,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from console.forecast import MINUTES, next_24_hours
-from effects.models import EffectState
-from runs.capacity.live import slots_report
-from runs.models import Run, RunState, Trigger
-from schedules.models import Schedule
 from kernel.clock import authority_now
+from runs.capacity.live import slots_report
+from runs.models import EffectState, Run, RunState, Trigger
+from schedules.models import Schedule
 from tests.console.seed import FORECAST_RULES, lateness_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.models import Attempt, AttemptState, Run, RunState
 from kernel.clock import authority_now
+from runs.models import Attempt, AttemptState, Run, RunState
 from tests.authority_steps import create_schedule
 from tests.runs.test_due_scan import table_reads
 
@@ -92,7 +92,7 @@ def grow(tenant, schedules: int, *, offset: int, also=()) -> list[str]:
     """`schedules` more schedules (New York and UTC), and over them and `also`: 10 failed runs
     each, two hours ago, each failed run with an uncertain email, and one queued run each, an
     hour late."""
-    from effects.models import EffectIntent, EffectState
+    from runs.models import EffectIntent, EffectState
     from tests.authority_steps import insert_runs
 
     ids = list(also) + [create_schedule(tenant, cron="*/5 * * * *", name=f"grown-{offset}-{i}",

@@ -6,10 +6,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from effects.delivery import effects_pass
-from effects.models import EffectIntent
-from runs import authority
-from runs.models import ObjectState, StoredObject
 from kernel.errors import StaleFence
+from runs import authority
+from runs.models import EffectIntent, ObjectState, StoredObject
 from tests.authority_steps import expire_lease, publish, report_schedule, stage, start_run, succeeded_run
 from tests.effects.helpers import attachments, checksum, read_mailbox
 from tests.factories import api_client
@@ -77,13 +76,13 @@ def test_api__uncertain_email_is_visible_and_admin_can_resolve(tenant, mailbox):
     admin = Client()
     admin.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "pw"))
     intent = EffectIntent.objects.get(run=run)
-    response = admin.post("/admin/effects/effectintent/",
+    response = admin.post("/admin/runs/effectintent/",
                           {"action": "resolve_failed", "_selected_action": [intent.id], "index": 0}, follow=True)
     assert response.status_code == 200
     intent.refresh_from_db()
     assert intent.state == "failed" and "admin:root: failed" in intent.resolution
     assert [e["state"] for e in client.get(f"/api/v1/runs/{run.id}").json()["effects"]] == ["failed"]
-    assert admin.get(f"/admin/effects/effectintent/{intent.id}/change/").status_code == 200
+    assert admin.get(f"/admin/runs/effectintent/{intent.id}/change/").status_code == 200
 
 
 def test_replayed_success_mails_once(tenant, mailbox):

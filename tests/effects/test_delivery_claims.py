@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 
 from effects.delivery import PassStats, claim_next_delivery, effects_pass
-from effects.models import EffectDelivery, EffectIntent, EffectState
 from kernel.clock import authority_now
+from runs.models import EffectDelivery, EffectIntent, EffectState
 from tests.authority_steps import succeeded_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 
 from effects.delivery import PassStats, claim_next_delivery
-from effects.models import EffectDelivery, EffectIntent
 from kernel.clock import authority_now
+from runs.models import EffectDelivery, EffectIntent
 from tests.authority_steps import succeeded_run
 from tests.child_env import database_url_of_test_db
 from tests.effects.helpers import ROOT, read_mailbox

@@ -8,7 +8,7 @@ import pytest
 
 from effects import egress
 from effects.delivery import effects_pass
-from effects.models import EffectDelivery, EffectIntent
+from runs.models import EffectDelivery, EffectIntent
 from tests.authority_steps import succeeded_run
 from tests.factories import api_client
 

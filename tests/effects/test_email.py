@@ -8,10 +8,8 @@ from django.core.management import call_command
 from django.test import Client
 
 from effects.delivery import effects_pass
-from effects.models import EffectDelivery, EffectIntent
-from kernel.clock import authority_now
-from runs.models import Outbox, Run, StoredObject
-from kernel.clock import instant
+from kernel.clock import authority_now, instant
+from runs.models import EffectDelivery, EffectIntent, Outbox, Run, StoredObject
 from tests.authority_steps import succeeded_run
 from tests.effects.helpers import attachments, checksum, read_mailbox
 from tests.servers import free_port

@@ -4,9 +4,10 @@ reason quota_exceeded and nothing is sent."""
 import pytest
 
 from effects.delivery import effects_pass
-from effects.models import EffectDelivery, EffectIntent, EmailUsage
+from effects.models import EmailUsage
 from effects.quota import email_recipients_take
 from kernel.clock import authority_now
+from runs.models import EffectDelivery, EffectIntent
 from tests.authority_steps import succeeded_run
 from tests.effects.helpers import read_mailbox
 from tests.factories import api_client, make_tenant

@@ -11,9 +11,9 @@ from django.db import connection
 
 from effects.alerts import alerts_pass
 from effects.delivery import effects_pass
-from effects.models import EffectIntent, EffectState, IncidentNotice
+from effects.models import IncidentNotice
 from runs.health.evaluation import health_pass
-from runs.models import Incident
+from runs.models import EffectIntent, EffectState, Incident
 from tests.authority_steps import make_due
 from tests.effects.helpers import read_mailbox
 from tests.health.steps import claim_all, expecting, materialize

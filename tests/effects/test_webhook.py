@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from effects.delivery import effects_pass
-from effects.models import EffectDelivery, EffectIntent
+from runs.models import EffectDelivery, EffectIntent
 from tests.authority_steps import succeeded_run
 from tests.servers import free_port
 

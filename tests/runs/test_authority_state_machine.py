@@ -19,26 +19,17 @@ from django.forms.models import model_to_dict
 from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from effects.models import EffectIntent
-from runs import authority
-from workers import uploads
 from kernel.clock import authority_now
+from kernel.errors import InvalidState, StaleFence
+from runs import authority
 from runs.models import (
-    ACTIVE_STATES,
+    ACTIVE_STATES, Attempt, AttemptState, EffectIntent, ObjectState, Outbox, PendingReason, Run, RunState, StoredObject,
     TERMINAL_STATES,
-    Attempt,
-    AttemptState,
-    ObjectState,
-    Outbox,
-    PendingReason,
-    Run,
-    RunState,
-    StoredObject,
 )
 from schedules.models import Schedule
-from kernel.errors import InvalidState, StaleFence
 from tests.authority_steps import create_schedule, make_due
 from tests.factories import make_tenant
+from workers import uploads
 
 pytestmark = pytest.mark.usefixtures("file_objects")
 

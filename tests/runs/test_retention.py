@@ -5,14 +5,13 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 
-from effects.models import EffectDelivery, EffectIntent
+from kernel.clock import authority_now
+from kernel.errors import InvalidState
 from objectstore import ObjectMissing, get_object_store
 from runs import authority
-from kernel.clock import authority_now
-from runs.models import Attempt, ObjectState, Outbox, Run, StoredObject
+from runs.models import Attempt, EffectDelivery, EffectIntent, ObjectState, Outbox, Run, StoredObject
 from runs.retention import cleanup_pass, collect_objects
 from schedules.models import RequestKey, Schedule
-from kernel.errors import InvalidState
 from tests.authority_steps import expire_lease, publish, report_schedule, stage, start_run
 from tests.factories import api_client
 

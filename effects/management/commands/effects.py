@@ -3,9 +3,9 @@ import json
 from django.core.management.base import CommandError
 
 from effects.delivery import RESOLUTIONS, effect_resolve, effects_pass
-from effects.models import EffectIntent
-from runs.loops import LoopCommand
 from kernel.errors import DomainError
+from runs.loops import LoopCommand
+from runs.models import EffectIntent
 
 
 class Command(LoopCommand):

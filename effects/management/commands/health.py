@@ -1,3 +1,6 @@
+"""The health loop: incidents (runs.health) then their alerts (effects.alerts), one pass after the
+other. Here, above both, since alerts are effects."""
+
 from django.conf import settings
 
 from effects.alerts import alerts_pass
