@@ -11,7 +11,7 @@ from django.db import transaction
 
 from schedules import recurrence
 from schedules.audit import UNNAMED_API, Actor, audit_record
-from schedules.celery_tasks import check_celery_task_allowed
+from schedules.celery_task_allowlist import check_celery_task_allowed
 from schedules.directives import instants_diff, reconcile_directives
 from schedules.models import (
     AuditAction,

@@ -5,9 +5,9 @@ import secrets
 from django.conf import settings
 from django.db import transaction
 
-from schedules.celery_tasks import celery_tasks_normalized
-from schedules.models import DEFAULT_MAX_STORED_BYTES, ApiToken, JobType, Tenant, TokenKind
 from kernel.errors import InvalidRequest
+from schedules.celery_task_allowlist import celery_tasks_normalized
+from schedules.models import ApiToken, DEFAULT_MAX_STORED_BYTES, JobType, Tenant, TokenKind
 
 
 def _new_secret() -> str:

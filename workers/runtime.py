@@ -35,7 +35,7 @@ from workers.jobs.framework import (
     call_job,
     get_job,
 )
-from workers.contexts import context_for
+from workers.job_context import context_for
 from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
 from workers.timeouts import hard_limits, timeout_error
 from workers.uploads import stage_results

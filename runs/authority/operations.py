@@ -7,7 +7,7 @@ from django.db.models import Q
 
 from schedules.audit import UNNAMED_API, Actor, audit_record
 from schedules.models import AuditAction, JobType, RequestKey, ScheduleRevision
-from schedules.celery_tasks import check_celery_task_allowed
+from schedules.celery_task_allowlist import check_celery_task_allowed
 from schedules.specs import validate_params
 from schedules.locks import lock_schedule, lock_schedule_then_run, lock_tenant_quota
 from runs.authority.materialize import run_payload

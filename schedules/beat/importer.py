@@ -15,15 +15,15 @@ from datetime import datetime
 
 from django.db import transaction
 
+from kernel.errors import DomainError
 from schedules import recurrence
+from schedules.audit import Actor
 from schedules.beat.instants import beat_cron_instants, dst_notes
 from schedules.beat.rules import Translation, translate
-from schedules.celery_tasks import CELERY_TASK_JOB_TYPE
-from schedules.audit import Actor
+from schedules.celery_task_allowlist import CELERY_TASK_JOB_TYPE
 from schedules.models import AuthorKind, BeatImport, JobType, Tenant
 from schedules.services import schedule_create
 from schedules.specs import ScheduleSpec, validate_params
-from kernel.errors import DomainError
 
 NEXT_COUNT = 5
 # Beat rows that are not a team's tasks: this scheduler's housekeeping (install_housekeeping)

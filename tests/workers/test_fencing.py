@@ -16,7 +16,7 @@ from examples.models import DailyTotal
 from objectstore.s3_client import s3_client
 from runs.models import Run
 from tests.authority_steps import create_schedule, expire_lease, start_run
-from workers.contexts import context_for
+from workers.job_context import context_for
 from workers.jobs import StaleAttempt, fenced_get, fenced_put, fenced_update, fenced_update_or_create
 from workers.jobs.framework import JobControl, JobLost
 

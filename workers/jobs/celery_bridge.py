@@ -26,7 +26,7 @@ import json
 from django.core.serializers.json import DjangoJSONEncoder
 
 from runs.models import Run
-from schedules.celery_tasks import CELERY_TASK_JOB_TYPE, MAX_TASK_NAME_LENGTH, TASK_NAME_PATTERN
+from schedules.celery_task_allowlist import CELERY_TASK_JOB_TYPE, MAX_TASK_NAME_LENGTH, TASK_NAME_PATTERN
 from workers.jobs.framework import JobContext, JobOutput, PermanentJobError, TransientJobError, scheduler_job
 
 CONTEXT_PARAMETER = "scheduler_context"
