@@ -69,7 +69,7 @@ def clone_schedule(template, copies: int, next_run_at) -> None:
 
 def _clone_batch(template, payload, count: int, next_run_at) -> None:
     from schedules.models import Schedule, ScheduleRevision
-    from schedules.services import due_bucket
+    from schedule_services.lifecycle import due_bucket
 
     schedules = []
     for _ in range(count):
@@ -90,7 +90,7 @@ def wave(n: int, due, *, name: str = "wave"):
     import time
 
     from scheduler_project.http.schedule_requests import schedule_spec
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from schedules.tenants import tenant_create
 
     tenant, _ = tenant_create(name=f"{name}-{time.time_ns()}", max_active_runs=10**6, max_schedules=10**7)

@@ -63,7 +63,7 @@ def seed(n: int, slots: int):
     from kernel.clock import authority_now, instant
     from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.models import Schedule
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from schedules.tenants import operator_token_create, tenant_create
 
     settings.API_RATE_LIMIT_PER_SECOND = 0

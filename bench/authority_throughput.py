@@ -15,7 +15,7 @@ from _setup import clone_schedule, django_on, median
 
 
 def make_wave(tenant, n):
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from scheduler_project.http.schedule_requests import schedule_spec
     from kernel.clock import authority_now
 

@@ -36,10 +36,10 @@ def main():
 
     from runs.authority import resume_due_pauses, schedules_resume_action
     from runs.authority.resume import RESUME_INLINE
-    from schedules import bulk
-    from schedules.bulk import schedules_pause_matching
+    from schedule_services import bulk
+    from schedule_services.bulk import schedules_pause_matching
     from schedules.models import Schedule, ScheduleLabel
-    from schedules.services import schedule_update
+    from schedule_services.lifecycle import schedule_update
     from schedules.specs import ScheduleSpec
     from kernel.clock import authority_now
 

@@ -95,7 +95,7 @@ def seed(total_runs: int, schedules: int) -> dict:
     from runs.capacity.live import slots_report
     from scheduler_project.http.schedule_requests import schedule_spec
     from kernel.progress import progress
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from schedules.tenants import tenant_create
 
     per = max(1, total_runs // schedules)

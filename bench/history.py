@@ -58,7 +58,7 @@ def ensure_schedules() -> None:
 
     from _setup import clone_schedule
     from scheduler_project.http.schedule_requests import schedule_spec
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from schedules.tenants import tenant_create
 
     with connection.cursor() as cursor:

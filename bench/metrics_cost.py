@@ -63,7 +63,7 @@ def seed(schedules: int, history: int):
     from runs.capacity.live import slots_report
     from kernel.clock import authority_now
     from scheduler_project.http.schedule_requests import schedule_spec
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from schedules.tenants import tenant_create
 
     tenant, _ = tenant_create(name="metrics", max_schedules=10**7, max_active_runs=10**6)

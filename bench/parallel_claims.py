@@ -19,7 +19,7 @@ from _setup import clone_schedule, django_on, median
 def queue_runs(tenants: int, per_tenant: int) -> None:
     from kernel.clock import authority_now
     from runs.loops import scan_pass
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.tenants import tenant_create
 

@@ -120,7 +120,7 @@ def create_beat_tasks(n: int, due: datetime) -> None:
 
 
 def create_our_schedules(n: int, due: datetime, directives: float = 0) -> None:
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.tenants import tenant_create
 

@@ -55,7 +55,7 @@ def configure(args, var_dir: Path):
 def create_schedules(args, first_instant):
     """``args.schedules`` interval schedules of one tenant, each first due at ``first_instant``."""
     from scheduler_project.http.schedule_requests import schedule_spec
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
     from schedules.tenants import tenant_create
 
     tenant, _ = tenant_create(name=f"restart-{time.time_ns()}", max_active_runs=10**6, max_schedules=10**6)

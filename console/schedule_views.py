@@ -19,10 +19,10 @@ from runs.selectors import history_watermark, runs_page
 from schedules import recurrence
 from schedules.calendars import rule_bound, schedule_calendar_rule
 from schedules.models import Calendar, Schedule, Tenant
-from schedules.directives import directive_delete, directive_put, occurrences_between, orphaned_directives
-from schedules.selectors import schedule_ended
+from schedule_services.directives import directive_delete, directive_put, occurrences_between, orphaned_directives
 from schedules.audit import staff_actor
-from schedules.services import schedule_pause
+from schedules.selectors import schedule_ended
+from schedule_services.lifecycle import schedule_pause
 from kernel.clock import authority_now
 from scheduler_project.http.occurrences import DirectiveSerializer, path_instant
 from scheduler_project.http.validation import validate_body

@@ -313,7 +313,7 @@ CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
 
 # --- Scheduling -------------------------------------------------------------------------
 # Part of the schema (check constraint schedule_bucket_in_range): changing it takes a
-# migration that re-buckets every schedule (schedules.services.due_bucket).
+# migration that re-buckets every schedule (schedule_services.lifecycle.due_bucket).
 DUE_BUCKETS = 64
 SCAN_BATCH_SIZE = env_int("SCAN_BATCH_SIZE", 1000)
 # Scanner directory (runs.scan_directory): a scanner's lease on its due buckets, renewed

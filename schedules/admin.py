@@ -17,16 +17,16 @@ from runs.capacity.statistics import job_type_statistics, schedule_durations, sc
 from runs.models import Run
 from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
 from schedules.audit import staff_actor
-from schedules.directives import occurrences_between, orphaned_directives
+from schedule_services.directives import occurrences_between, orphaned_directives
 from schedules.models import (
     ApiToken, AuditEntry, BulkAction, ConcurrencyLimit, JobType, Schedule, ShadowDisagreement, Tenant,
 )
 from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.selectors import schedule_rule
-from schedules.services import schedule_pause
-from schedules.tenants import token_revoke
+from schedule_services.lifecycle import schedule_pause
 from kernel.clock import authority_now
 from kernel.errors import DomainError
+from schedules.tenants import token_revoke
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

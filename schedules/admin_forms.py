@@ -9,15 +9,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
 
+from schedules import recurrence
 from schedules.audit import Actor
 from schedules.models import (
-    MAX_CONCURRENCY_KEY_LENGTH, AuthorKind, JobType, MisfirePolicy, OverlapPolicy, Schedule, Tenant,
+    AuthorKind, JobType, MAX_CONCURRENCY_KEY_LENGTH, MisfirePolicy, OverlapPolicy, Schedule, Tenant,
 )
-from schedules import recurrence
-from schedules.services import rule_warnings, schedule_create, schedule_edit, schedule_preview, schedule_update
-from schedules.specs import DEFAULT_POLICIES
+from schedule_services.lifecycle import rule_warnings, schedule_create, schedule_edit, schedule_preview, schedule_update
 from kernel.clock import instant
 from kernel.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
+from schedules.specs import DEFAULT_POLICIES
 
 PREVIEW_COUNT = 5
 DIFF_SHOWN = 10  # instants of each side of an edit's diff shown on the form

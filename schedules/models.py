@@ -228,7 +228,7 @@ class Schedule(models.Model):
     # backfilled runs not counted); counted by the materializing transaction, under the lock.
     end_after_occurrences = models.PositiveIntegerField(null=True, blank=True)
     occurrences_materialized = models.PositiveIntegerField(default=0, db_default=0)
-    # Bumped by every directive written or removed (schedules.directives): a timer armed
+    # Bumped by every directive written or removed (schedule_services.directives): a timer armed
     # before it (runs/authority/armed.py) no longer matches the row and takes the locking path.
     directive_seq = models.PositiveIntegerField(default=0, db_default=0)
     # Stable group of schedules scanned together (hash of the id).
@@ -308,7 +308,7 @@ class ScheduleRevision(models.Model):
     author_kind = models.CharField(max_length=9, choices=AuthorKind.choices, default=AuthorKind.API)
     created_at = models.DateTimeField(auto_now_add=True)
     # The edit's effect on the next 30 days' instants, {"added": [...], "removed": [...]}
-    # (schedules.directives.instants_diff); null for revision 1 and revisions stored before.
+    # (schedule_services.directives.instants_diff); null for revision 1 and revisions stored before.
     instants_diff = models.JSONField(null=True, blank=True)
 
     class Meta:
@@ -361,7 +361,7 @@ class AuditAction(models.TextChoices):
     PAUSE = "pause"
     RESUME = "resume"
     DELETE = "delete"
-    SKIP = "skip"  # an occurrence directive written (schedules.directives), by its action
+    SKIP = "skip"  # an occurrence directive written (schedule_services.directives), by its action
     HOLD = "hold"
     NOTE = "note"
     CLEAR = "clear_directive"
@@ -403,7 +403,7 @@ MAX_DIRECTIVE_NOTE_LENGTH = 500
 class OccurrenceDirective(models.Model):
     """What to do with one future instant of a schedule, read by the transaction that
     materializes the instant (runs.authority.materialize.build_wave). Written only under the
-    schedule's lock and only while the instant is not materialized (schedules.directives)."""
+    schedule's lock and only while the instant is not materialized (schedule_services.directives)."""
 
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="directives", db_index=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)

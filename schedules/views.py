@@ -9,7 +9,7 @@ from runs.authority import run_once, schedule_resume, schedules_resume_action
 from runs.capacity.statistics import runtime_statistics
 from runs.selectors import runs_page
 from schedules.audit import audit_entries
-from schedules.bulk import schedules_pause_matching
+from schedule_services.bulk import schedules_pause_matching
 from schedules.selectors import (
     job_types_allowed,
     occurrences_left,
@@ -19,7 +19,7 @@ from schedules.selectors import (
     schedule_rule,
     schedules_list,
 )
-from schedules.services import (
+from schedule_services.lifecycle import (
     rule_warnings,
     schedule_create,
     schedule_delete,
@@ -34,43 +34,18 @@ from scheduler_project.http.history import run_history_body
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.occurrences import edit_representation
 from scheduler_project.http.representations import (
-    audit_entry_representation,
-    job_type_representation,
-    preview_representation,
-    revision_representation,
-    run_representation,
-    schedule_detail_representation,
-    schedule_instants_representation,
-    schedule_representation,
+    audit_entry_representation, job_type_representation, preview_representation, revision_representation,
+    run_representation, schedule_detail_representation, schedule_instants_representation, schedule_representation,
 )
 from scheduler_project.http.schedule_requests import (
-    MAX_PREVIEW_COUNT,
-    BulkPauseSerializer,
-    BulkResumeSerializer,
-    PauseSerializer,
-    PreviewSerializer,
-    RunOnceSerializer,
-    ScheduleCreateSerializer,
-    ScheduleUpdateSerializer,
-    bulk_pause_arguments,
-    label_filter,
-    pause_arguments,
-    preview_arguments,
-    request_hash,
-    run_once_arguments,
-    schedule_edit_request,
-    schedule_spec,
+    BulkPauseSerializer, BulkResumeSerializer, MAX_PREVIEW_COUNT, PauseSerializer, PreviewSerializer, RunOnceSerializer,
+    ScheduleCreateSerializer, ScheduleUpdateSerializer, bulk_pause_arguments, label_filter, pause_arguments,
+    preview_arguments, request_hash, run_once_arguments, schedule_edit_request, schedule_spec,
 )
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import lookup_id, validate_body
 from scheduler_project.http.views import (
-    PAGE_PARAMETERS,
-    TenantAPIView,
-    idempotency_key,
-    query_cursor,
-    query_instant,
-    query_integer,
-    query_limit,
+    PAGE_PARAMETERS, TenantAPIView, idempotency_key, query_cursor, query_instant, query_integer, query_limit,
     request_actor,
 )
 

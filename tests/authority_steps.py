@@ -11,12 +11,12 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from runs import authority
-from workers import uploads
 from kernel.clock import authority_now
+from runs import authority
 from runs.models import Attempt, Run, StoredObject
 from schedules.models import Schedule
-from schedules.services import schedule_create
+from workers import uploads
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 
 # One instant per make_due(): after the instant we set, this rule's next one is months away.

@@ -22,15 +22,15 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 
+from kernel.clock import authority_now
 from runs.authority.materialize import (
-    MATERIALIZE_FIELDS, DueSchedule, MaterializeStats, build_wave, committed, revision_texts,
+    DueSchedule, MATERIALIZE_FIELDS, MaterializeStats, build_wave, committed, revision_texts,
 )
 from runs.authority.planning import WavePlans
 from runs.authority.sql import notify_outbox
 from runs.authority.wave_sql import schedules_among, write_guarded
 from runs.models import RunState
 from runs.overlap import takes_guard
-from kernel.clock import authority_now
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Armed:
     text: str  # its revision's payload text
     revision: int
     next_run_at: object  # the instant it was armed for
-    directive_seq: int  # the schedule's directives as read (schedules.directives)
+    directive_seq: int  # the schedule's directives as read (schedule_services.directives)
 
 
 def arm(ids: list[str]) -> dict[str, Armed]:

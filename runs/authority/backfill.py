@@ -17,7 +17,7 @@ from runs.authority.transitions import dispatch_intent
 from runs.catch_up import RUN_ALL_PER_CYCLE
 from runs.models import Outbox, PendingReason, Run, RunState, Trigger
 from schedules import recurrence
-from schedules.locks import lock_schedule, lock_tenant_quota
+from runs.authority.locks import lock_schedule, lock_tenant_quota
 from schedules.models import JobType, ScheduleRevision
 from schedules.selectors import schedule_rule
 from kernel.clock import authority_now

@@ -25,7 +25,7 @@ from runs.models import (
     StoredObject,
 )
 from runs.authority.operations import attempts_since_replay
-from schedules.locks import lock_schedule_then_run
+from runs.authority.locks import lock_schedule_then_run
 from kernel.errors import InvalidRequest, InvalidState, NotFound, StaleFence
 from kernel.failpoints import failpoint
 

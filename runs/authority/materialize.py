@@ -7,21 +7,21 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
-from schedules.jitter import jittered
-from schedules.selectors import occurrences_left
-from schedules.models import DirectiveAction, JobType, Schedule
-from schedules.shadow import ShadowWave
-from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
-from runs.authority.transitions import dispatch_row
-from runs.catch_up import CatchUpPlan
-from runs import metrics
-from runs.authority.sql import bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
-from runs.authority.wave_sql import bulk_insert, directives_at, revision_payloads
 from kernel.clock import authority_now
-from runs.counts import Counts
-from runs.overlap import Step, admit, takes_guard
-from runs.models import UNFINISHED, Outbox, PendingReason, Run, RunState, SkipReason, Trigger, new_run_id
 from kernel.failpoints import failpoint
+from runs import metrics
+from runs.authority.planning import Planned, WALK_UNDER_LOCK, WavePlans, plan_within_budget
+from runs.authority.sql import bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
+from runs.authority.transitions import dispatch_row
+from runs.authority.wave_sql import bulk_insert, directives_at, revision_payloads
+from runs.catch_up import CatchUpPlan
+from runs.counts import Counts
+from runs.models import Outbox, PendingReason, Run, RunState, SkipReason, Trigger, UNFINISHED, new_run_id
+from runs.overlap import Step, admit, takes_guard
+from schedules.jitter import jittered
+from schedules.models import DirectiveAction, JobType, Schedule
+from schedules.selectors import occurrences_left
+from schedules.shadow import ShadowWave
 
 
 @dataclass
@@ -197,7 +197,7 @@ def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: 
 
 def _directives(plans: list[tuple]) -> dict[tuple[str, object], tuple[str, str]]:
     """The directives of the instants the plans run, ``{(schedule id, instant): (action,
-    note)}``, read in the materializing transaction (schedules.directives says why that is
+    note)}``, read in the materializing transaction (schedule_services.directives says why that is
     enough). Only schedules that ever had one (directive_seq) are looked up."""
     pairs = [(schedule.id, at) for schedule, planned in plans
              if planned is not None and schedule.directive_seq for at in planned[1].run]

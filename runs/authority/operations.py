@@ -9,7 +9,7 @@ from schedules.audit import UNNAMED_API, Actor, audit_record
 from schedules.models import AuditAction, JobType, RequestKey, ScheduleRevision
 from schedules.celery_task_allowlist import check_celery_task_allowed
 from schedules.specs import validate_params
-from schedules.locks import lock_schedule, lock_schedule_then_run, lock_tenant_quota
+from runs.authority.locks import lock_schedule, lock_schedule_then_run, lock_tenant_quota
 from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
 from runs.overlap import Step, admit
@@ -84,7 +84,7 @@ def require_available(job_type: JobType) -> None:
 
 
 def check_requested_work_quota(tenant, limit: int, *, adding: int, waiting: Q = REQUESTED) -> None:
-    """The tenant (locked by schedules.locks.lock_tenant_quota) may hold at most `limit`
+    """The tenant (locked by runs.authority.locks.lock_tenant_quota) may hold at most `limit`
     (maxPendingManualRuns) runs of `waiting` not yet claimed: QuotaExceeded when `adding` more
     would pass it. A run once counts the manual runs waiting, as the contract says; a
     backfill counts them and the backfilled ones (models.REQUESTED), so it never takes the

@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 
 from schedules import recurrence
 from schedules.audit import SCHEDULER, UNNAMED_API, Actor, audit_record
-from schedules.locks import lock_schedule
+from runs.authority.locks import lock_schedule
 from schedules.models import AuditAction, BulkAction, Schedule, Tenant
 from schedules.selectors import schedule_first_due, schedule_rule
 from runs.authority.materialize import catch_up_on_resume

@@ -1,5 +1,5 @@
 """Occurrence directives (tenant token): a schedule's coming instants, and skip, hold or a
-note on one of them (schedules.directives)."""
+note on one of them (schedule_services.directives)."""
 
 from datetime import timedelta
 
@@ -8,12 +8,10 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from schedules import recurrence
-from schedules.directives import (
+from schedule_services.directives import (
     HORIZON, MAX_OCCURRENCES, directive_delete, directive_put, occurrences_between, orphaned_directives,
     orphaned_occurrences,
 )
-from schedules.models import MAX_DIRECTIVE_NOTE_LENGTH, DirectiveAction
-from schedules.selectors import schedule_get
 from kernel.clock import authority_now, instant
 from kernel.errors import InvalidRequest
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
@@ -23,6 +21,8 @@ from scheduler_project.http.schedule_requests import OneLineField
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import StrictChoiceField, StrictSerializer, lookup_id, validate_body
 from scheduler_project.http.views import TenantAPIView, query_cursor, query_instant, query_integer, request_actor
+from schedules.models import DirectiveAction, MAX_DIRECTIVE_NOTE_LENGTH
+from schedules.selectors import schedule_get
 
 TAGS = ["occurrences"]
 DEFAULT_SPAN = timedelta(days=30)

@@ -58,7 +58,7 @@ def schedule_detail_representation(schedule) -> dict:
     """One schedule as a create, edit, GET or revision conflict answers it: with the
     `warnings` about its rule (a list has none: they take instants to compute)."""
     from schedules.selectors import schedule_rule
-    from schedules.services import rule_warnings
+    from schedule_services.lifecycle import rule_warnings
 
     return {**schedule_representation(schedule), "warnings": rule_warnings(schedule_rule(schedule))}
 

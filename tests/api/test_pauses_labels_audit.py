@@ -6,10 +6,10 @@ from django.test import Client
 
 from runs.loops import scan_pass
 from runs.models import Run, RunState
-from schedules import bulk
+from schedule_services import bulk
+from kernel.clock import authority_now, instant
 from runs.authority import resume as resume_module
 from schedules.models import AuditEntry, Schedule
-from kernel.clock import authority_now, instant
 from tests.api.conftest import create_schedule
 from tests.console.seed import staff_user
 

@@ -21,11 +21,11 @@ from django.db import connection
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from runs import authority
 from kernel.clock import authority_now
-from runs.models import TERMINAL_STATES, Attempt, AttemptState, Run
+from runs import authority
+from runs.models import Attempt, AttemptState, Run, TERMINAL_STATES
 from schedules.models import JobType, Schedule
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.chaos.invariants import InvariantReport, check_invariants
 from tests.e2e.processes import PYTHON, wait_until

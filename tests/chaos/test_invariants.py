@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 
+from kernel.clock import authority_now
 from objectstore import get_object_store
 from runs import authority
-from workers import uploads
-from kernel.clock import authority_now
 from runs.models import Attempt, Run, RunState, StoredObject
 from schedules.models import Schedule
-from schedules.services import schedule_create
+from workers import uploads
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.chaos.invariants import check_invariants
 from tests.factories import make_tenant

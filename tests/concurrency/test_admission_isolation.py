@@ -112,7 +112,7 @@ def test_an_admission_outpaced_every_time__answers_503_and_creates_nothing(sessi
     ADMISSION_ATTEMPTS forecasts the create answers 503 `unavailable` with Retry-After,
     nothing is created and the idempotency key is not spent. The same request sent again,
     once the other process is done, is admitted."""
-    from schedules.services import ADMISSION_ATTEMPTS
+    from schedule_services.lifecycle import ADMISSION_ATTEMPTS
 
     slots_report("worker:test:1", {"short": 10}, ttl_seconds=3600)
     AdmissionEpoch.objects.create(resource_class="short")

@@ -8,7 +8,7 @@ import pytest
 
 from schedules.calendars import calendar_create, calendar_update
 from schedules.models import Schedule
-from schedules.services import schedule_update
+from schedule_services.lifecycle import schedule_update
 from schedules.specs import ScheduleSpec
 from tests.authority_steps import create_schedule
 

@@ -6,7 +6,7 @@ import pytest
 
 from runs import authority
 from runs.models import Run, RunState
-from schedules.concurrency_keys import key_limit_set
+from schedule_services.concurrency_keys import key_limit_set
 from tests.authority_steps import REPORT, complete_success, create_schedule, stage
 from tests.concurrency.harness import race
 from tests.factories import make_tenant

@@ -10,9 +10,9 @@ from django.db import connection
 
 from runs.authority import arm, fire_armed, materialize_due
 from runs.models import Run, RunState, SkipReason
-from schedules.directives import directive_put
+from schedule_services.directives import directive_put
 from schedules.models import OccurrenceDirective, Schedule
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from kernel.clock import authority_now, instant
 from kernel.errors import InvalidState
 from scheduler_project.http.schedule_requests import schedule_spec

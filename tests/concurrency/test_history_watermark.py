@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from runs.authority import run_once
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.factories import api_client
 

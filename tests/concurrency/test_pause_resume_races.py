@@ -6,9 +6,9 @@ import pytest
 
 from runs.authority import resume_due_pauses, schedule_resume, schedules_resume_action
 from runs.models import Run, RunState
-from schedules.bulk import schedules_pause_matching
+from schedule_services.bulk import schedules_pause_matching
 from schedules.models import AuditEntry, Schedule
-from schedules.services import schedule_pause
+from schedule_services.lifecycle import schedule_pause
 from kernel.clock import authority_now
 from tests.authority_steps import create_schedule
 from tests.concurrency.harness import race

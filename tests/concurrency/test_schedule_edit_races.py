@@ -6,9 +6,9 @@ import pytest
 from runs import authority
 from runs.models import AttemptState, Run, RunState
 from schedules.models import Schedule, ScheduleRevision
-from schedules.services import schedule_update
-from schedules.specs import ScheduleSpec
+from schedule_services.lifecycle import schedule_update
 from kernel.errors import RevisionConflict
+from schedules.specs import ScheduleSpec
 from tests.authority_steps import create_schedule, expire_lease, materialize_one
 from tests.concurrency.harness import race
 

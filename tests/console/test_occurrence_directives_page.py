@@ -10,7 +10,7 @@ from django.test import Client
 from runs.authority import materialize_due
 from runs.models import PendingReason, Run, RunState
 from schedules.models import AuditEntry, OccurrenceDirective
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from kernel.clock import authority_now, instant
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.console.seed import staff_user
@@ -61,7 +61,7 @@ def test_schedule_page__skip_hold_note_remove_and_release_through_the_services(t
 
 
 def test_schedule_page__each_revision_shows_its_edits_diff(tenant, staff_client):
-    from schedules.services import schedule_update
+    from schedule_services.lifecycle import schedule_update
     from schedules.specs import ScheduleSpec
     from schedules import recurrence
 

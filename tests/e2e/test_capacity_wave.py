@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 
+from kernel.clock import authority_now
 from runs.capacity.forecast import forecast
 from runs.capacity.live import live_slots
 from runs.capacity.statistics import job_type_statistics
 from runs.models import Run, RunState, WorkerSlots
-from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import wait_until
 from tests.factories import make_tenant

@@ -144,7 +144,7 @@ def test_celery_worker__keeps_its_database_connection_from_one_task_to_the_next(
     no new PostgreSQL session. Counted by the server: pg_stat_database.sessions."""
     from runs.authority import run_once
     from scheduler_project.http.schedule_requests import schedule_spec
-    from schedules.services import schedule_create
+    from schedule_services.lifecycle import schedule_create
 
     processes.env.update(DATABASE_URL=database_url_of_test_db(), REDIS_URL=redis_url,
                          OBJECT_STORE_URL=settings.OBJECT_STORE_URL, IDLE_CLAIM_SECONDS="0")

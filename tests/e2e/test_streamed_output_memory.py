@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from kernel.clock import authority_now
 from objectstore import get_object_store
 from runs import authority
 from runs.models import Outbox, Run, RunState
-from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.models import Schedule
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from tests.child_env import redis_mode
 from tests.e2e.processes import wait_until
 from tests.factories import make_tenant
-from tests.workers import bridge_tasks  # noqa: F401  (tests.bridge.hold, also imported by the worker)
+from tests.workers import bridge_tasks
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

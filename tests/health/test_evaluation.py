@@ -9,9 +9,9 @@ from runs.health import evaluation
 from runs.health.evaluation import health_pass
 from runs.models import Incident, Run
 from schedules.models import Schedule
-from schedules.services import schedule_delete, schedule_update
-from schedules.specs import ScheduleSpec
+from schedule_services.lifecycle import schedule_delete, schedule_update
 from kernel.clock import authority_now, instant
+from schedules.specs import ScheduleSpec
 from tests.authority_steps import REPORT, make_due, publish, stage
 from tests.health.steps import claim_all, expecting, fail, later, materialize
 
@@ -63,7 +63,7 @@ def test_late_start__an_instant_never_materialized_is_late_too(tenant):
 
 
 def test_late_start__a_paused_schedule_owes_nothing(tenant):
-    from schedules.services import schedule_pause
+    from schedule_services.lifecycle import schedule_pause
 
     schedule = expecting(tenant, startWithinSeconds=60)
     make_due(schedule, ago=timedelta(minutes=3))

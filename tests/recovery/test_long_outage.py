@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from runs.catch_up import RUN_ALL_PER_CYCLE
 from runs.models import Run, RunState, SkipReason, Trigger
 from schedules.models import Schedule
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from tests.e2e.processes import wait_until

@@ -18,9 +18,9 @@ from runs.models import Outbox, PendingReason, Run, RunState, SkipReason
 from runs.timers import Timers, fire
 from schedules.jitter import jittered
 from schedules.models import Schedule
-from schedules.services import schedule_delete, schedule_pause, schedule_update
-from schedules.specs import ScheduleSpec
+from schedule_services.lifecycle import schedule_delete, schedule_pause, schedule_update
 from kernel.clock import authority_now
+from schedules.specs import ScheduleSpec
 from tests.authority_steps import create_schedule
 from tests.concurrency.harness import Session
 

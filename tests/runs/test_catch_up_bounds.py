@@ -18,7 +18,7 @@ from runs.catch_up import SKIPPED_RECORDS_CAP
 from runs.models import Run, RunState, SkipReason
 from schedules import recurrence
 from schedules.models import Schedule
-from schedules.services import schedule_create, schedule_pause
+from schedule_services.lifecycle import schedule_create, schedule_pause
 from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 

@@ -7,11 +7,11 @@ import pytest
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
-from runs import authority
 from kernel.clock import authority_now
+from runs import authority
 from runs.models import Run, RunState
 from schedules.models import Schedule
-from schedules.services import due_bucket
+from schedule_services.lifecycle import due_bucket
 from tests.authority_steps import create_schedule, make_due
 
 pytestmark = pytest.mark.django_db

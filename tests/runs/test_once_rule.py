@@ -8,7 +8,7 @@ import pytest
 from runs import authority
 from runs.models import Run
 from schedules.models import Schedule
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 

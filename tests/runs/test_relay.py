@@ -5,11 +5,11 @@ from datetime import timedelta
 
 import pytest
 
-from runs.authority import run_once
 from kernel.clock import authority_now
+from runs.authority import run_once
 from runs.models import Outbox
 from runs.relay import RELAY_RETRY_SECONDS, relay_pass, republish_lost_hints
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 
 pytestmark = pytest.mark.django_db

@@ -13,9 +13,9 @@ from runs.models import Run
 from runs.scanner import ScanLoop
 from runs.timers import FIRST_CHUNK, Timers, fire
 from schedules.models import Schedule
-from schedules.services import schedule_pause, schedule_update
-from schedules.specs import ScheduleSpec
+from schedule_services.lifecycle import schedule_pause, schedule_update
 from kernel.clock import authority_now
+from schedules.specs import ScheduleSpec
 from tests.authority_steps import create_schedule
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ import pytest
 
 from runs.capacity.live import slots_report
 from schedules.models import Schedule
-from schedules.services import schedule_edit
+from schedule_services.lifecycle import schedule_edit
 from kernel.errors import DeadlineInfeasible
 from scheduler_project.http.schedule_requests import schedule_changes
 from tests.authority_steps import create_schedule

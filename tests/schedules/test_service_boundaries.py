@@ -7,14 +7,14 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
-from schedules.bulk import schedules_pause_matching
+from schedule_services.bulk import schedules_pause_matching
 from schedules.calendars import calendar_create, calendar_delete
-from schedules.directives import directive_put
-from schedules.services import schedule_create, schedule_delete, schedule_edit, schedule_pause
-from schedules.specs import ScheduleSpec
-from schedules.tenants import tenant_create
+from schedule_services.directives import directive_put
+from schedule_services.lifecycle import schedule_create, schedule_delete, schedule_edit, schedule_pause
 from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.specs import ScheduleSpec
+from schedules.tenants import tenant_create
 from tests.authority_steps import create_schedule
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,11 +7,11 @@ from django.core.management import call_command
 from django.test import Client
 from django_celery_beat.models import PeriodicTask
 
-from runs import authority
 from kernel.clock import authority_now
+from runs import authority
 from runs.models import Run, RunState
 from schedules.models import Schedule
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from workers import tasks
 

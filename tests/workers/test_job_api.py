@@ -13,17 +13,17 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from kernel.clock import authority_now
 from objectstore import get_object_store
 from runs import authority
 from runs.models import Run, RunState
-from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.models import JobType, Schedule
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from tests.child_env import database_url_of_test_db
+from workers.intake import claim_and_execute
 from workers.jobs import framework
 from workers.jobs.discovery import discover_jobs
-from workers.intake import claim_and_execute
 
 FIXTURE_MODULE = "tests.jobs_fixture"
 FIXTURE_JOB = "fixture.invoice_export"

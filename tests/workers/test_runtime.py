@@ -12,15 +12,15 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.db import OperationalError, connection
 
+from kernel.clock import authority_now
 from objectstore import get_object_store
 from runs import authority
-from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, PendingReason, Run, RunState, StoredObject
 from schedules.models import JobType, Schedule
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
-from workers.leases import lease_keeper
 from workers.intake import claim_and_execute
+from workers.leases import lease_keeper
 from workers.runtime import execute_claimed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]

@@ -9,16 +9,16 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
+from kernel.clock import authority_now
 from runs import authority
 from runs.authority.unknown_job_types import REOFFER_MAX_SECONDS
 from runs.models import Outbox, Run, RunState
 from runs.relay import relay_pass
-from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
-from schedules.services import schedule_create
+from schedule_services.lifecycle import schedule_create
 from workers.embedded_pool import EmbeddedDispatcher
-from workers.jobs import framework
 from workers.intake import claim_and_execute
+from workers.jobs import framework
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("file_objects")]
 

@@ -4,12 +4,12 @@ from datetime import datetime, timezone
 
 from django.core.management.base import BaseCommand, CommandError
 
-from schedules.beat.importer import NEXT_COUNT, RowPlan, apply_import, plan_import
-from schedules.beat.rules import rule_text
-from schedules.models import Tenant
+from schedule_services.beat_import import NEXT_COUNT, RowPlan, apply_import, plan_import
 from kernel.clock import authority_now
 from kernel.errors import DomainError
 from kernel.progress import progress
+from schedules.beat.rules import rule_text
+from schedules.models import Tenant
 
 COLUMNS = ("periodic task", "task", "beat rule", "new rule", f"beat: next {NEXT_COUNT}",
            f"ours: next {NEXT_COUNT}", "status")

@@ -14,17 +14,16 @@
 A transaction may skip a level, never go back up one. Claims lock tenants, then runs
 (skipping locked ones); the sweeper locks runs only.
 
-Every lock helper is here, for the schedule services and the authority alike: this is the
-lowest layer both import (tests/test_layering.py), and every app may use any app's models.
-The hot path's set-based lock statements stay with the statements they are part of
-(runs/authority/sql.py, claim_sql.py), named above at their level.
+Every lock helper is here, for the authority and the schedule services above it
+(schedule_services) alike. The hot path's set-based lock statements stay with the statements
+they are part of (runs/authority/sql.py, claim_sql.py), named above at their level.
 """
 
 from django.db.models import Subquery
 
+from kernel.errors import NotFound
 from runs.models import Run
 from schedules.models import Schedule, Tenant
-from kernel.errors import NotFound
 
 
 def lock_tenant(tenant) -> Tenant:

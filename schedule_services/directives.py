@@ -13,16 +13,14 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import F
 
-from runs.models import Run, Trigger
-from schedules import recurrence
-from schedules.audit import UNNAMED_API, Actor, audit_record
-from schedules.locks import lock_schedule
-from schedules.models import (
-    MAX_DIRECTIVES, AuditAction, DirectiveAction, OccurrenceDirective, Schedule,
-)
-from schedules.selectors import occurrences_left, schedule_rule
 from kernel.clock import authority_now, instant as iso
 from kernel.errors import InvalidRequest, InvalidState, NotAnOccurrence, NotFound, QuotaExceeded
+from runs.authority.locks import lock_schedule
+from runs.models import Run, Trigger
+from schedules import recurrence
+from schedules.audit import Actor, UNNAMED_API, audit_record
+from schedules.models import AuditAction, DirectiveAction, MAX_DIRECTIVES, OccurrenceDirective, Schedule
+from schedules.selectors import occurrences_left, schedule_rule
 
 HORIZON = timedelta(days=366)  # directives and the occurrence listing reach this far ahead
 MAX_OCCURRENCES = 1000  # per page of GET /schedules/{id}/occurrences

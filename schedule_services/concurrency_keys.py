@@ -6,10 +6,10 @@ running than its limit, whatever number of claimers."""
 from django.db import transaction
 from django.db.models import Count
 
-from runs.models import Run, RunState
-from schedules.locks import lock_tenant
-from schedules.models import DEFAULT_CONCURRENCY_LIMIT, ConcurrencyLimit, Schedule, Tenant
 from kernel.errors import NotFound, QuotaExceeded
+from runs.authority.locks import lock_tenant
+from runs.models import Run, RunState
+from schedules.models import ConcurrencyLimit, DEFAULT_CONCURRENCY_LIMIT, Schedule, Tenant
 
 MAX_KEYS = 1_000  # limits set per tenant
 

@@ -1,4 +1,5 @@
-"""Schedule writes: create, revise, pause, delete. Each is one transaction. Resume writes
+"""Schedule writes: create, revise, pause, delete. Each is one durable transaction; every create
+and revision passes strict-start admission (runs.capacity.admission) inside it. Resume writes
 occurrences (the misfire policy for what was missed), so it is the authority's."""
 
 import zlib
@@ -6,35 +7,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from schedules import recurrence
-from schedules.audit import UNNAMED_API, Actor, audit_record
+from schedules.audit import Actor, UNNAMED_API, audit_record
 from schedules.celery_task_allowlist import check_celery_task_allowed
-from schedules.directives import instants_diff, reconcile_directives
-from schedules.models import (
-    AuditAction,
-    JobType,
-    OccurrenceDirective,
-    RequestKey,
-    Schedule,
-    ScheduleLabel,
-    ScheduleRevision,
-    Tenant,
-)
-from schedules.calendars import index_schedule_calendars, rule_bound, schedule_calendar_rule
-from schedules.specs import ScheduleSpec, default_payload, payload_window, validate_params, validate_retry, validate_window
-from schedules.locks import lock_schedule, lock_tenant
-from schedules.selectors import job_types_allowed, schedule_first_due, schedule_rule
+from schedule_services.directives import instants_diff, reconcile_directives
 from kernel.clock import authority_now, instant
 from kernel.errors import (
-    Contended,
-    IdempotencyConflict,
-    InvalidRequest,
-    JobTypeForbidden,
-    QuotaExceeded,
-    RevisionConflict,
+    Contended, IdempotencyConflict, InvalidRequest, JobTypeForbidden, QuotaExceeded, RevisionConflict,
+)
+from runs.authority.locks import lock_schedule, lock_tenant
+from runs.capacity.admission import admit_start_deadline
+from schedules.calendars import index_schedule_calendars, rule_bound, schedule_calendar_rule
+from schedules.models import (
+    AuditAction, JobType, OccurrenceDirective, RequestKey, Schedule, ScheduleLabel, ScheduleRevision, Tenant,
+)
+from schedules.selectors import job_types_allowed, schedule_first_due, schedule_rule
+from schedules.specs import (
+    ScheduleSpec, default_payload, payload_window, validate_params, validate_retry, validate_window,
 )
 
 
@@ -50,9 +41,9 @@ def schedule_create(
 
     `request_hash` identifies the request that carried `idempotency_key`: a replay must match it.
     `actor` is recorded on the revision (its kind: the API or the admin) and in the audit.
-    Every create passes the capacity admission of a strict start promise (``_admit``), whoever
-    calls: computed before the transaction, so no other writer waits for its forecast, and
-    confirmed inside it, before anything is written.
+    Every create passes the capacity admission of a strict start promise
+    (``admit_start_deadline``), whoever calls: computed before the transaction, so no other
+    writer waits for its forecast, and confirmed inside it, before anything is written.
     """
     job_type = JobType.objects.filter(name=spec.job_type, enabled=True).first()
     if job_type is None:
@@ -76,7 +67,7 @@ def schedule_create(
     _apply_payload(schedule, payload)
     for _ in range(ADMISSION_ATTEMPTS):
         # Outside any transaction: no other writer waits for the admission's forecast.
-        admission = _admit(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
+        admission = admit_start_deadline(schedule=schedule, job_type=job_type, payload=payload, rule=spec.recurrence)
         try:
             return _create(tenant, schedule, payload, spec, admission, idempotency_key, request_hash, actor)
         except _AdmitAgain:
@@ -86,27 +77,6 @@ def schedule_create(
 
 _MICROSECOND = timedelta(microseconds=1)
 ADMISSION_ATTEMPTS = 5  # forecasts computed again while other strict promises keep being admitted meanwhile
-
-
-_admission = None  # the strict-start admission the runs app registers (admission_register)
-
-
-def admission_register(admit) -> None:
-    """Install the capacity admission of strict start promises every create and edit passes:
-    ``admit(schedule=, job_type=, payload=, rule=)`` answers None (nothing to check) or a
-    verdict whose ``confirm()``, inside the write's transaction, raises the refusal or answers
-    False when its forecast is out of date. The forecast lives above schedules (runs.capacity),
-    so the runs app registers it when it loads (runs/apps.py)."""
-    global _admission
-    _admission = admit
-
-
-def _admit(**proposed):
-    """The admission's verdict on the proposed schedule; never skipped: without a registered
-    admission no schedule is written."""
-    if _admission is None:
-        raise ImproperlyConfigured("no strict-start admission is registered (the runs app is not installed)")
-    return _admission(**proposed)
 
 
 class _AdmitAgain(Exception):
@@ -219,7 +189,7 @@ def _edit_admission(tenant, schedule_id, changes) -> tuple[object, int | None]:
     payload = changes.payload_over(current)
     _apply_payload(schedule, payload)
     rule = changes.recurrence or recurrence.parse_rule(schedule.recurrence, default_anchor=schedule.created_at)
-    return _admit(schedule=schedule, job_type=job_type, payload=payload, rule=rule), seen
+    return admit_start_deadline(schedule=schedule, job_type=job_type, payload=payload, rule=rule), seen
 
 
 def _update(tenant, schedule_id, expected_revision, changes, actor, admission, seen, dry_run) -> Edit:
