@@ -1,0 +1,43 @@
+"""Words a reader can follow: every file the docs and the README name exists, and the README's
+layout lists every package of the tree and every file under docs/. A move that forgets its
+docs fails here."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# A path the reader would open: a top-level folder of this tree, then a file or folder under it.
+PATH = re.compile(r"`((?:[a-z_]+/)+(?:[A-Za-z0-9_.-]+\.(?:py|md|yml|yaml|json|toml|html|txt)|))`")
+
+
+def named_paths(doc: Path) -> set[str]:
+    return {match for match in PATH.findall(doc.read_text()) if (ROOT / match.split("/")[0]).is_dir()}
+
+
+def layout_block() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Layout", 1)[1]
+    return section.split("```", 2)[1]
+
+
+def test_every_path_the_docs_name_exists():
+    missing = [f"{doc.name}: {path}" for doc in DOCS for path in sorted(named_paths(doc))
+               if not (ROOT / path).exists()]
+    assert missing == []
+
+
+def test_readme_layout_lists_every_package_and_every_doc():
+    block = layout_block()
+    listed = set(re.findall(r"^([a-z_]+)/", block, flags=re.M))
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")}
+    assert packages - listed == set()
+    docs_line = block.split("docs/", 1)[1]
+    assert [doc.name for doc in sorted((ROOT / "docs").glob("*.md")) if doc.name not in docs_line] == []
+
+
+def test_the_check_sees_a_missing_path(tmp_path):
+    doc = tmp_path / "x.md"
+    doc.write_text("see `runs/authority/nothing_here.py` and `runs/models.py`")
+    assert named_paths(doc) == {"runs/authority/nothing_here.py", "runs/models.py"}
+    assert not (ROOT / "runs/authority/nothing_here.py").exists()
