@@ -43,7 +43,7 @@ from effects.models import EffectDelivery, EffectIntent, EffectKind, EffectState
 from effects.quota import email_recipients_take
 from objectstore import ObjectMissing, download_filename, get_object_store
 from runs.authority.objects import object_pin
-from runs.authority.sql import TransitionConflict, transition
+from runs.authority.statements.rows import TransitionConflict, transition
 from runs.backoff import retry_delay_seconds
 from kernel.clock import authority_now
 from runs.models import ObjectState, StoredObject

@@ -3,8 +3,9 @@ lease, attempts or result pointer. API views, Celery tasks, admin actions and co
 call these functions; each is one durable database transaction (none can run inside a
 caller's transaction, so none can hold row locks across a caller's network call), with
 locks taken in the order tenant, schedule, occurrence, and authority time read from the
-database after lock waits. Every statement of the hot path is in runs/authority/sql.py
-(a materialization wave's in runs/authority/wave_sql.py).
+database after lock waits. Every SQL statement they run is a named function of the
+statement catalogue, runs/authority/statements/ (the PostgreSQL/SQLite differences in its
+dialect.py alone).
 """
 
 from runs.authority.armed import Armed, arm, fire_armed

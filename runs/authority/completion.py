@@ -8,7 +8,7 @@ from django.db import transaction
 from effects.models import EffectIntent, EffectKind
 from runs.authority.owner import require_current
 from runs.authority.ownership import require_credential
-from runs.authority.sql import transition
+from runs.authority.statements.rows import transition
 from runs.authority.transitions import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics

@@ -15,8 +15,10 @@ from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_wi
 from runs.authority.transitions import dispatch_row
 from runs.catch_up import CatchUpPlan
 from runs import metrics
-from runs.authority.sql import bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
-from runs.authority.wave_sql import bulk_insert, directives_at, revision_payloads
+from runs.authority.statements.outbox import outbox_notify
+from runs.authority.statements.rows import bulk_set
+from runs.authority.statements.schedules import schedules_lock_due, schedules_lock_due_among, schedules_lock_live
+from runs.authority.statements.wave import bulk_insert, directives_read_live_at, revisions_read_payloads
 from kernel.clock import authority_now
 from runs.counts import Counts
 from runs.overlap import Step, admit, takes_guard
@@ -117,13 +119,13 @@ def _lock_due(now, batch_size: int, buckets, recurrences: dict, *, held=()) -> l
     buckets = list(dict.fromkeys(range(settings.DUE_BUCKETS) if buckets is None else buckets))
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
-    rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size, exclude=list(held))
+    rows = schedules_lock_due(MATERIALIZE_FIELDS, buckets, now, batch_size, exclude=list(held))
     return [DueSchedule(row, recurrences) for row in rows]
 
 
 def _lock_among(now, batch_size: int, ids, recurrences: dict, *, held=()) -> list[DueSchedule]:
     """Lock up to ``batch_size`` of the schedules ``ids`` that are due at ``now``."""
-    rows = lock_due_among(MATERIALIZE_FIELDS, list(ids), now, batch_size, exclude=list(held))
+    rows = schedules_lock_due_among(MATERIALIZE_FIELDS, list(ids), now, batch_size, exclude=list(held))
     return [DueSchedule(row, recurrences) for row in rows]
 
 
@@ -135,7 +137,7 @@ def _materialize_planned_first(schedules: list[DueSchedule], recurrences: dict) 
     plans = WavePlans(authority_now(), recurrences=recurrences)
     planned, _ = plan_within_budget(plans, schedules)
     with transaction.atomic(durable=True):
-        rows = lock_schedules(MATERIALIZE_FIELDS, [s.id for s in planned])
+        rows = schedules_lock_live(MATERIALIZE_FIELDS, [s.id for s in planned])
         unchanged = [s for s in (DueSchedule(row, recurrences) for row in rows) if plans.planned(s)]
         if not unchanged:
             return MaterializeStats(), []
@@ -157,7 +159,7 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
     bulk_insert(Run, wave.runs)
     bulk_insert(Outbox, wave.outbox)
     if wave.outbox:
-        notify_outbox()
+        outbox_notify()
     if not from_pause:
         bulk_set(Schedule, schedules, ["next_run_at", "occurrences_materialized", "next_run_from"])
     wave.record_shadow()
@@ -201,7 +203,7 @@ def _directives(plans: list[tuple]) -> dict[tuple[str, object], tuple[str, str]]
     enough). Only schedules that ever had one (directive_seq) are looked up."""
     pairs = [(schedule.id, at) for schedule, planned in plans
              if planned is not None and schedule.directive_seq for at in planned[1].run]
-    return directives_at(pairs) if pairs else {}
+    return directives_read_live_at(pairs) if pairs else {}
 
 
 def materialized_count(plan: CatchUpPlan) -> int:
@@ -347,7 +349,7 @@ def revision_texts(schedules: list[DueSchedule | Schedule]) -> dict[str, str]:
     """Each schedule's current revision's payload text; schedules sharing one share the string."""
     return {
         schedule_id: text
-        for text, schedule_ids in revision_payloads({s.id: s.revision for s in schedules})
+        for text, schedule_ids in revisions_read_payloads({s.id: s.revision for s in schedules})
         for schedule_id in schedule_ids
     }
 

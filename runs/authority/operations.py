@@ -13,7 +13,7 @@ from schedules.locks import lock_schedule, lock_schedule_then_run, lock_tenant_q
 from runs.authority.materialize import run_payload
 from runs.authority.transitions import dispatch_intent, finish_run
 from runs.overlap import Step, admit
-from runs.authority.sql import bulk_set, transition
+from runs.authority.statements.rows import bulk_set, transition
 from kernel.clock import authority_now, instant
 from runs.models import REQUESTED, Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
 from kernel.errors import IdempotencyConflict, InvalidState, JobTypeUnavailable, QuotaExceeded

@@ -5,9 +5,9 @@ from django.db.models import Q
 
 from schedules.models import Schedule
 from runs import metrics
-from runs.authority.claim_sql import checked_q
+from runs.authority.statements.dialect import checked_q
 from runs.authority.completion import fail_or_retry
-from runs.authority.sql import transition
+from runs.authority.statements.rows import transition
 from runs.authority.transitions import dispatch_intent, finish_run
 from kernel.clock import authority_now
 from runs.models import AttemptReason, AttemptState, Outbox, Run, RunState

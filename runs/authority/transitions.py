@@ -8,7 +8,7 @@ from schedules import recurrence
 from schedules.models import Schedule
 from schedules.selectors import occurrences_left
 from runs.overlap import Step, admit, takes_guard
-from runs.authority.sql import transition
+from runs.authority.statements.rows import transition
 from runs.models import ACTIVE_STATES, UNFINISHED, Outbox, OutboxKind, PendingReason, Run, RunState
 
 
