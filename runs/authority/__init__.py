@@ -8,7 +8,7 @@ statement catalogue, runs/authority/statements/ (the PostgreSQL/SQLite differenc
 dialect.py alone).
 """
 
-from runs.authority.armed import Armed, arm, fire_armed
+from runs.authority.armed_timers import Armed, arm, fire_armed
 from runs.authority.backfill import Backfilled, release_backfill, schedule_backfill
 from runs.authority.claims import claim, claim_many, claimable_exists
 from runs.authority.completer import Outcome, complete_many
@@ -17,7 +17,7 @@ from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once, run_release, run_replay
 from runs.authority.ownership import heartbeat, heartbeat_many, still_owns
-from runs.authority.progress import record_progress
+from runs.authority.run_progress import record_progress
 from runs.authority.resume import resume_due_pauses, schedule_resume, schedules_resume_action
 from runs.authority.staging import Upload, check_result_size, result_key, stage_record, stage_register
 from runs.authority.sweep import sweep_expired_leases

@@ -9,7 +9,7 @@ from runs.authority.statements.claim import (
     attempts_insert, keys_read_limits, keys_read_rooms, runs_claimable_exist, runs_lock_candidates,
     schedules_lock_for_claim, tenants_lock, tenants_read_loads, tenants_recount,
 )
-from runs.authority.transitions import attempt_deadline, clamp_lease, lease_until
+from runs.authority.leases import attempt_deadline, clamp_lease, lease_until
 from runs import metrics
 from runs.authority.reserve import Reserve
 from runs.authority.statements.outbox import outbox_mark_dispatched

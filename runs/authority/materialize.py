@@ -11,8 +11,8 @@ from schedules.jitter import jittered
 from schedules.selectors import occurrences_left
 from schedules.models import DirectiveAction, JobType, Schedule
 from schedules.shadow import ShadowWave
-from runs.authority.planning import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
-from runs.authority.transitions import dispatch_row
+from runs.authority.catch_up_bounds import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
+from runs.authority.finish_and_dispatch import dispatch_row
 from runs.catch_up import CatchUpPlan
 from runs import metrics
 from runs.authority.statements.outbox import outbox_notify
@@ -77,7 +77,7 @@ def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanC
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run.
     With ``ids`` (a scanner's fired timers) only those schedules, found by key, are looked at.
     Without a `cycle`, this call is a scan cycle of its own. Catch-up planning under the
-    locks stays within bounds (runs/authority/planning.py): a schedule whose plan could take
+    locks stays within bounds (runs/authority/catch_up_bounds.py): a schedule whose plan could take
     long is planned after the commit and written in a second transaction."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
     recurrences: dict[str, dict] = {}
@@ -169,7 +169,7 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
 def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: dict | None = None) -> "Wave":
     """The rows of the schedules' occurrences as ``plan_of`` says, each schedule's
     next_run_at moved on (on the objects, not yet written). ``texts``: each schedule's
-    revision payload text, when read before (runs/authority/armed.py)."""
+    revision payload text, when read before (runs/authority/armed_timers.py)."""
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types, texts)
     wave = Wave(now, _waiting_counts(schedules), len(schedules))

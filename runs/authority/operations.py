@@ -11,7 +11,7 @@ from schedules.celery_tasks import check_celery_task_allowed
 from schedules.specs import validate_params
 from schedules.locks import lock_schedule, lock_schedule_then_run, lock_tenant_quota
 from runs.authority.materialize import run_payload
-from runs.authority.transitions import dispatch_intent, finish_run
+from runs.authority.finish_and_dispatch import dispatch_intent, finish_run
 from runs.overlap import Step, admit
 from runs.authority.statements.rows import bulk_set, transition
 from kernel.clock import authority_now, instant

@@ -9,7 +9,7 @@ from runs.authority.statements import dialect
 from runs.authority.statements.attempts import attempts_extend_leases_if_owned
 from runs.authority.statements.rows import transition
 from runs.authority.statements.runs import runs_exist_if_owned
-from runs.authority.transitions import lease_until
+from runs.authority.leases import lease_until
 from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
 from kernel.errors import Forbidden, NotFound, StaleFence

@@ -12,7 +12,7 @@ def attempts_extend_leases_if_owned(held: list[tuple[str, int]]) -> dict[str, bo
     """Extend, in one statement, the lease of every ``(attempt id, fence)`` in ``held`` whose
     attempt still owns its run (owner.owns_sql: a passed lease is not revived), each by
     its own lease length from database time, never past its deadline by more than the
-    timeout grace (transitions.lease_until; LEAST ignores a null deadline). Returns
+    timeout grace (leases.lease_until; LEAST ignores a null deadline). Returns
     ``{attempt id: cancellation requested}`` for those; an attempt missing from the answer
     has lost its run. The caller holds no lock: the UPDATE takes each run's, then its
     attempt's (run before attempt, as everywhere). PostgreSQL only: the embedded SQLite

@@ -1,4 +1,4 @@
-"""The statements of a materialization wave (runs/authority/materialize.py, armed.py):
+"""The statements of a materialization wave (runs/authority/materialize.py, armed_timers.py):
 reading schedules, the revisions' payloads and directives, and inserting the wave's rows.
 
 A wave writes thousands of rows that differ in few columns and share most values (one

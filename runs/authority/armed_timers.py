@@ -25,7 +25,7 @@ from django.db import transaction
 from runs.authority.materialize import (
     MATERIALIZE_FIELDS, DueSchedule, MaterializeStats, build_wave, committed, revision_texts,
 )
-from runs.authority.planning import WavePlans
+from runs.authority.catch_up_bounds import WavePlans
 from runs.authority.statements import dialect
 from runs.authority.statements.outbox import outbox_notify
 from runs.authority.statements.wave import schedules_read_live_among, schedules_write_wave_if_unchanged
