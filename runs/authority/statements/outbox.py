@@ -94,8 +94,9 @@ def outbox_in_id_order(rows, *, skip_locked: bool = False):
 
 def outbox_set(ids: list[int], **changes) -> int:
     """Write ``changes`` to the outbox rows ``ids``, waiting for any claim that holds one
-    (outbox_in_id_order): a claim marking a row processed does not make its publication less true.
-    On PostgreSQL the ids are one array. The caller holds no other outbox row."""
+    (outbox_in_id_order): a claim marking a row processed does not make its publication less
+    true. On PostgreSQL the ids are one array. The caller holds no lock (the relay writes after
+    publishing, outside any transaction of its own)."""
     if not dialect.postgresql():
         return Outbox.objects.filter(id__in=ids).update(**changes)
     rows = Outbox.objects.filter(RawSQL('"id" = ANY(%s::bigint[])', [list(ids)], output_field=BooleanField()))
