@@ -39,7 +39,7 @@ from kernel.clock import authority_now, instant
 from kernel.errors import InvalidRequest, InvalidState, NotFound
 from objectstore import ObjectMissing, download_filename, get_object_store
 from runs.authority.objects import object_pin
-from runs.authority.sql import TransitionConflict, transition
+from runs.authority.statements.rows import TransitionConflict, transition
 from runs.backoff import retry_delay_seconds
 from runs.models import EffectDelivery, EffectIntent, EffectKind, EffectState, ObjectState, StoredObject
 from schedules.models import JobType, UncertainEffectPolicy

@@ -150,7 +150,7 @@ class Run(models.Model):
     result_size = models.BigIntegerField(null=True, blank=True)
     result_content_type = models.CharField(max_length=200, null=True, blank=True)
     # The job's last ctx.progress() of attempt number progress_attempt, written only while that
-    # attempt owns the run (runs.authority.progress); the API shows it for the latest attempt.
+    # attempt owns the run (runs.authority.run_progress); the API shows it for the latest attempt.
     progress_fraction = models.FloatField(null=True, blank=True)
     progress_message = models.CharField(max_length=500, blank=True, default="", db_default="")
     progress_at = models.DateTimeField(null=True, blank=True)
@@ -290,7 +290,7 @@ class Attempt(models.Model):
     started_at = models.DateTimeField()
     lease_expires_at = models.DateTimeField()
     # started_at + the job type's timeout (authority time): no lease outlasts it by more than
-    # JOB_TIMEOUT_LEASE_GRACE_SECONDS (runs.authority.transitions.lease_until). Null: no timeout.
+    # JOB_TIMEOUT_LEASE_GRACE_SECONDS (runs.authority.leases.lease_until). Null: no timeout.
     deadline_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True, default="")

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import transaction
 
 from kernel.clock import authority_now
-from runs.authority.sql import in_id_order, lease_unpublished, set_outbox
+from runs.authority.statements.outbox import outbox_in_id_order, outbox_lease_unpublished, outbox_set
 from runs.models import Outbox, OutboxKind, RunState
 
 RELAY_LEASE_SECONDS = 30
@@ -37,7 +37,7 @@ def relay_pass(publish_all, *, epoch: str = "", batch_size: int = 500) -> tuple[
     """
     with transaction.atomic():
         now = authority_now()
-        leased = lease_unpublished(now, now + timedelta(seconds=RELAY_LEASE_SECONDS), batch_size)
+        leased = outbox_lease_unpublished(now, now + timedelta(seconds=RELAY_LEASE_SECONDS), batch_size)
     hints = [Hint(*row) for row in leased]
     if not hints:
         return 0, 0
@@ -46,9 +46,9 @@ def relay_pass(publish_all, *, epoch: str = "", batch_size: int = 500) -> tuple[
         publish_all(hints)
     except Exception as exc:  # the broker said no: the rows stay unpublished
         retry_at = authority_now() + timedelta(seconds=RELAY_RETRY_SECONDS)
-        set_outbox(ids, last_error=repr(exc)[:1000], relay_until=retry_at)
+        outbox_set(ids, last_error=repr(exc)[:1000], relay_until=retry_at)
         return 0, len(hints)
-    set_outbox(ids, published_at=authority_now(), relay_until=None, broker_epoch=epoch)
+    outbox_set(ids, published_at=authority_now(), relay_until=None, broker_epoch=epoch)
     return len(hints), 0
 
 
@@ -64,10 +64,10 @@ def republish_after_broker_restart(epoch: str) -> int:
         published_at__isnull=False,
         run__state=RunState.QUEUED,
     ).exclude(broker_epoch__in=(epoch, ""))
-    # A row another transaction holds is left (in_id_order): a claim is spending its hint, or
+    # A row another transaction holds is left (outbox_in_id_order): a claim is spending its hint, or
     # another pass is republishing it already.
     with transaction.atomic():
-        return in_id_order(lost, skip_locked=True).update(published_at=None)
+        return outbox_in_id_order(lost, skip_locked=True).update(published_at=None)
 
 
 def republish_lost_hints(queued_claims) -> int:
@@ -93,6 +93,6 @@ def republish_lost_hints(queued_claims) -> int:
         if missing > 0:
             ids = list(rows.order_by("id").values_list("id", flat=True)[:missing])
             with transaction.atomic():  # skipping rows a claim holds: it is spending their hints
-                republished += in_id_order(Outbox.objects.filter(id__in=ids, published_at__lt=cutoff),
+                republished += outbox_in_id_order(Outbox.objects.filter(id__in=ids, published_at__lt=cutoff),
                                            skip_locked=True).update(published_at=None)
     return republished

@@ -20,7 +20,7 @@ from django.db.models import F, Q
 
 from kernel.clock import authority_now
 from runs.authority.objects import object_delete_marked, object_mark_deleting
-from runs.authority.sql import in_id_order
+from runs.authority.statements.outbox import outbox_in_id_order
 from runs.capacity.statistics import refresh_snapshot
 from runs.counts import Counts
 from runs.models import (
@@ -177,7 +177,7 @@ def expire_run_history(*, batch_size: int | None = None) -> CleanupStats:
         if intents:
             _delete_where(EffectDelivery, "intent_id", intents)
         # Dispatch intents locked in id order, as every writer of many of them locks them.
-        in_id_order(Outbox.objects.filter(run_id__in=ids)).delete()
+        outbox_in_id_order(Outbox.objects.filter(run_id__in=ids)).delete()
         # Raw deletes from here: runs and attempts point at each other (current/accepted
         # attempt), so the ORM collector would try SET NULL on a succeeded run, which its
         # check constraint forbids. Foreign keys are deferred to commit, when all are gone.

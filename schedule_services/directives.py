@@ -3,7 +3,7 @@
 A directive is written only under the schedule's row lock and only while its instant is
 not materialized; the transaction that materializes the instant reads it under the same
 lock (runs.authority.materialize.build_wave), or, for an armed timer, is refused by the
-schedule's directive_seq having moved (runs/authority/armed.py). So a directive and the
+schedule's directive_seq having moved (runs/authority/armed_timers.py). So a directive and the
 scanner racing on one instant end in one outcome: applied, or refused with 409.
 """
 

@@ -325,7 +325,7 @@ SCAN_TIMER_HORIZON_SECONDS = env_int("SCAN_TIMER_HORIZON_SECONDS", 60)
 SCAN_TIMER_REFRESH_SECONDS = env_int("SCAN_TIMER_REFRESH_SECONDS", 10)
 SCAN_TIMER_CAP = env_int("SCAN_TIMER_CAP", 200_000)
 # Timers due within this many seconds are armed at each reload: their rows and payloads read
-# ahead, so firing is one guarded statement per batch (runs.authority.armed); 0 disables.
+# ahead, so firing is one guarded statement per batch (runs.authority.armed_timers); 0 disables.
 SCAN_TIMER_ARM_SECONDS = env_int("SCAN_TIMER_ARM_SECONDS", 20)
 # Connections that fire an armed wave's batches at once (threads of the scanner).
 SCAN_FIRE_CONNECTIONS = env_int("SCAN_FIRE_CONNECTIONS", 2)

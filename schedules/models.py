@@ -229,7 +229,7 @@ class Schedule(models.Model):
     end_after_occurrences = models.PositiveIntegerField(null=True, blank=True)
     occurrences_materialized = models.PositiveIntegerField(default=0, db_default=0)
     # Bumped by every directive written or removed (schedule_services.directives): a timer armed
-    # before it (runs/authority/armed.py) no longer matches the row and takes the locking path.
+    # before it (runs/authority/armed_timers.py) no longer matches the row and takes the locking path.
     directive_seq = models.PositiveIntegerField(default=0, db_default=0)
     # Stable group of schedules scanned together (hash of the id).
     bucket = models.PositiveSmallIntegerField(default=0)

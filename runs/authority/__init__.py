@@ -3,11 +3,12 @@ lease, attempts or result pointer. API views, Celery tasks, admin actions and co
 call these functions; each is one durable database transaction (none can run inside a
 caller's transaction, so none can hold row locks across a caller's network call), with
 locks taken in the order tenant, schedule, occurrence, and authority time read from the
-database after lock waits. Every statement of the hot path is in runs/authority/sql.py
-(a materialization wave's in runs/authority/wave_sql.py).
+database after lock waits. Every SQL statement they run is a named function of the
+statement catalogue, runs/authority/statements/ (the PostgreSQL/SQLite differences in its
+dialect.py alone).
 """
 
-from runs.authority.armed import Armed, arm, fire_armed
+from runs.authority.armed_timers import Armed, arm, fire_armed
 from runs.authority.backfill import Backfilled, release_backfill, schedule_backfill
 from runs.authority.claims import claim, claim_many, claimable_exists
 from runs.authority.completer import Outcome, complete_many
@@ -16,7 +17,7 @@ from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once, run_release, run_replay
 from runs.authority.ownership import heartbeat, heartbeat_many, still_owns
-from runs.authority.progress import record_progress
+from runs.authority.run_progress import record_progress
 from runs.authority.resume import resume_due_pauses, schedule_resume, schedules_resume_action
 from runs.authority.staging import Upload, check_result_size, result_key, stage_record, stage_register
 from runs.authority.sweep import sweep_expired_leases

@@ -12,8 +12,8 @@ from django.db import transaction
 
 from runs.authority.materialize import run_payload
 from runs.authority.operations import check_requested_work_quota, require_available
-from runs.authority.sql import bulk_set
-from runs.authority.transitions import dispatch_intent
+from runs.authority.statements.rows import bulk_set
+from runs.authority.finish_and_dispatch import dispatch_intent
 from runs.catch_up import RUN_ALL_PER_CYCLE
 from runs.models import Outbox, PendingReason, Run, RunState, Trigger
 from schedules import recurrence

@@ -5,11 +5,15 @@ from django.conf import settings
 from django.db import transaction
 
 from schedules.models import DEFAULT_CONCURRENCY_LIMIT, Schedule
-from runs.authority import claim_sql
-from runs.authority.transitions import attempt_deadline, clamp_lease, lease_until
+from runs.authority.statements.claim import (
+    attempts_insert, keys_read_limits, keys_read_rooms, runs_claimable_exist, runs_lock_candidates,
+    schedules_lock_for_claim, tenants_lock, tenants_read_loads, tenants_recount,
+)
+from runs.authority.leases import attempt_deadline, clamp_lease, lease_until
 from runs import metrics
 from runs.authority.reserve import Reserve
-from runs.authority.sql import bulk_set
+from runs.authority.statements.outbox import outbox_mark_dispatched
+from runs.authority.statements.rows import bulk_set
 from kernel.clock import authority_now
 from runs.fair_share import TenantLoad, allocate_slots
 from runs.overlap import Step, admit, takes_guard
@@ -66,9 +70,9 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
             shares = allocate_slots([l for t, l in loads.items() if t not in exhausted], wanted)
             if not shares:
                 break
-            newly = claim_sql.lock_tenants(sorted(set(shares) - locked), skip_locked=round_number > 0)
+            newly = tenants_lock(sorted(set(shares) - locked), skip_locked=round_number > 0)
             locked |= newly
-            for tenant_id, running, *reserved in claim_sql.recount(newly, reserve.running_columns()):
+            for tenant_id, running, *reserved in tenants_recount(newly, reserve.running_columns()):
                 load = loads[tenant_id]
                 # The exact counts, now that claims of this tenant (and of the locked classes) wait for us.
                 loads[tenant_id] = TenantLoad(tenant_id, load.weight, running, load.max_running)
@@ -86,7 +90,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
                 if len(got) < share:
                     exhausted.add(tenant_id)
         if claimed:
-            claim_sql.mark_dispatched([r.id for r in claimed])
+            outbox_mark_dispatched([r.id for r in claimed])
     _observe(claimed)
     return claimed
 
@@ -94,7 +98,7 @@ def claim_many(*, n: int, worker_token=None, worker_label="", resource_classes=N
 def claimable_exists(*, resource_classes, job_types=None) -> bool:
     """Whether any run of ``resource_classes`` (of ``job_types`` when given) is claimable now:
     one read of the queued runs' partial index, the cheap question before a claim."""
-    return claim_sql.claimable_exists(list(resource_classes), job_types)
+    return runs_claimable_exist(list(resource_classes), job_types)
 
 
 def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> tuple[dict[str, TenantLoad], set[str]]:
@@ -102,7 +106,7 @@ def _tenant_loads(classes: list[str], reserve: Reserve, job_types=None) -> tuple
     counts, those with a strict run waiting first, then the tenant whose first run in claim
     order is the oldest (allocation breaks ties in this order); and those of them using
     concurrency keys. The reserve reads its classes' figures from the same statement."""
-    rows = claim_sql.tenant_loads(classes, job_types, reserve.live_columns())
+    rows = tenants_read_loads(classes, job_types, reserve.live_columns())
     if rows:
         reserve.read_loads_row(rows[0][7:])  # the reserve's columns, the same on every row
     rows.sort(key=lambda row: (not row[4], row[3], row[0]))  # (not urgent, oldest, id)
@@ -130,11 +134,11 @@ def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker, key
     and those of a concurrency key only as far as its limit does (a `keyed` tenant's full keys
     are left out of the candidates, so they never take its share). ``worker``: (token,
     label, lease seconds)."""
-    keys = _KeyRooms(tenant_id, claim_sql.key_rooms(tenant_id) if keyed else None)
-    candidates = claim_sql.lock_candidates(tenant_id, *claimable, reserve.closed(), share, keys.full())
+    keys = _KeyRooms(tenant_id, keys_read_rooms(tenant_id) if keyed else None)
+    candidates = runs_lock_candidates(tenant_id, *claimable, reserve.closed(), share, keys.full())
     if not candidates:
         return []
-    schedules = claim_sql.lock_schedules_of({r.schedule_id for r in candidates})
+    schedules = schedules_lock_for_claim({r.schedule_id for r in candidates})
     keys.know({s.concurrency_key for s in schedules.values() if s.concurrency_key})
     now = authority_now()
     claimed, blocked, attempts, guarded = [], [], [], {}
@@ -160,7 +164,7 @@ def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker, key
         attempts.append(_start_attempt(run, now, *worker))
         run.schedule = schedule  # the worker reads its rule (timezone); it is loaded already
         claimed.append(run)
-    claim_sql.insert_attempts(attempts)
+    attempts_insert(attempts)
     bulk_set(Run, blocked, ["state", "pending_reason"])
     bulk_set(Schedule, list(guarded.values()), ["active_run"])
     if claimed:
@@ -175,7 +179,7 @@ def _claim_for_tenant(tenant_id, share, claimable, reserve: Reserve, worker, key
 
 class _KeyRooms:
     """How many more attempts of each of a tenant's concurrency keys this claim may start,
-    read under the tenant's lock (claim_sql.key_rooms), the keys without running attempts
+    read under the tenant's lock (keys_read_rooms), the keys without running attempts
     read when a candidate has one."""
 
     def __init__(self, tenant_id: str, rooms: dict[str, int] | None):
@@ -188,10 +192,10 @@ class _KeyRooms:
         if not keys:
             return
         if self.rooms is None:  # a tenant not known to use keys until now
-            self.rooms = claim_sql.key_rooms(self.tenant_id)
+            self.rooms = keys_read_rooms(self.tenant_id)
         fresh = keys - self.rooms.keys()
         if fresh:
-            limits = claim_sql.key_limits(self.tenant_id, sorted(fresh))
+            limits = keys_read_limits(self.tenant_id, sorted(fresh))
             self.rooms.update({key: limits.get(key, DEFAULT_CONCURRENCY_LIMIT) for key in fresh})
 
     def room(self, key: str) -> bool:

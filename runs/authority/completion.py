@@ -8,8 +8,8 @@ from django.db import transaction
 from runs.models import EffectIntent, EffectKind
 from runs.authority.owner import require_current
 from runs.authority.ownership import require_credential
-from runs.authority.sql import transition
-from runs.authority.transitions import finish_run
+from runs.authority.statements.rows import transition
+from runs.authority.finish_and_dispatch import finish_run
 from runs.backoff import retry_delay_seconds
 from runs import metrics
 from kernel.clock import authority_now

@@ -17,8 +17,9 @@ from runs.models import EffectIntent
 from runs import metrics
 from runs.authority.completion import complete, effect_intents
 from runs.authority.owner import stale_reason
-from runs.authority.sql import COMPLETION_FIELDS, TransitionConflict, lock_completions, lock_schedules_of_runs
-from runs.authority.sql import publish_results
+from runs.authority.statements.completions import COMPLETION_FIELDS, completions_lock, runs_publish_if_active
+from runs.authority.statements.rows import TransitionConflict
+from runs.authority.statements.schedules import schedules_lock_of_runs
 from runs.models import ObjectState, RunState, StoredObject
 from runs.overlap import takes_guard
 from kernel.errors import DomainError
@@ -72,8 +73,8 @@ def _commit_group(successes: list[Success]) -> dict[int, Completed]:
     the answers of those. The rest are left to ``complete``."""
     by_run = {s.run_id: i for i, s in enumerate(successes)}
     with transaction.atomic(durable=True):
-        lock_schedules_of_runs(list(by_run))
-        rows = [Row(*row) for row in lock_completions(
+        schedules_lock_of_runs(list(by_run))
+        rows = [Row(*row) for row in completions_lock(
             [s.run_id for s in successes], [s.attempt_id for s in successes], [s.stored.key for s in successes])]
         common = [(row, successes[by_run[row.run_id]]) for row in rows if _common(row, successes[by_run[row.run_id]])]
         if not common:
@@ -84,7 +85,7 @@ def _commit_group(successes: list[Success]) -> dict[int, Completed]:
              row.object_size, row.object_content_type)
             for row, s in common
         ]
-        written = publish_results(published, now)
+        written = runs_publish_if_active(published, now)
         if any(count != len(published) for count in written):
             raise TransitionConflict(f"group publication wrote {written} rows for {len(published)} completions")
         intents = [

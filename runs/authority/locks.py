@@ -1,13 +1,15 @@
 """Row locks, always taken in one order, so that no two transactions wait on each other:
 
 1. tenant (`lock_tenant`: schedule creates and the tenant's other counted writes;
-   `lock_tenant_quota`: requested work; many tenants in id order: claim_sql.lock_tenants),
+   `lock_tenant_quota`: requested work; many tenants in id order: statements.claim.tenants_lock),
 2. schedule (`lock_schedule`; the schedules of many runs in id order:
-   runs.authority.sql.lock_schedules_of_runs; a claim's: claim_sql.lock_schedules_of), then,
+   runs.authority.statements.schedules.schedules_lock_of_runs; a claim's:
+   statements.claim.schedules_lock_for_claim), then,
    in a strict schedule's write, its resource class's admission epoch
    (runs.capacity.admission: confirming the admission's forecast),
-3. run (`lock_schedule_then_run`; many runs in id order: runs.authority.sql.lock_completions,
-   register_uploads_if_owned; a claim's candidates skipping locked ones: claim_sql.lock_candidates),
+3. run (`lock_schedule_then_run`; many runs in id order:
+   runs.authority.statements.completions.completions_lock, statements.objects.objects_register_if_owned;
+   a claim's candidates skipping locked ones: statements.claim.runs_lock_candidates),
 4. registry object (publication and cleanup lock the run first, then the object),
 5. the tenant's storage figure (runs.models.TenantStorage, written after its objects).
 
@@ -16,7 +18,8 @@ A transaction may skip a level, never go back up one. Claims lock tenants, then 
 
 Every lock helper is here, for the authority and the schedule services above it
 (schedule_services) alike. The hot path's set-based lock statements stay with the statements
-they are part of (runs/authority/sql.py, claim_sql.py), named above at their level.
+they are part of (runs/authority/statements/), named above at their level; each statement's
+docstring names the locks its caller must hold.
 """
 
 from django.db.models import Subquery

@@ -7,21 +7,23 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
-from kernel.clock import authority_now
-from kernel.failpoints import failpoint
-from runs import metrics
-from runs.authority.planning import Planned, WALK_UNDER_LOCK, WavePlans, plan_within_budget
-from runs.authority.sql import bulk_set, lock_due_among, lock_due_schedules, lock_schedules, notify_outbox
-from runs.authority.transitions import dispatch_row
-from runs.authority.wave_sql import bulk_insert, directives_at, revision_payloads
-from runs.catch_up import CatchUpPlan
-from runs.counts import Counts
-from runs.models import Outbox, PendingReason, Run, RunState, SkipReason, Trigger, UNFINISHED, new_run_id
-from runs.overlap import Step, admit, takes_guard
 from schedules.jitter import jittered
-from schedules.models import DirectiveAction, JobType, Schedule
 from schedules.selectors import occurrences_left
+from schedules.models import DirectiveAction, JobType, Schedule
 from schedules.shadow import ShadowWave
+from runs.authority.catch_up_bounds import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
+from runs.authority.finish_and_dispatch import dispatch_row
+from runs.catch_up import CatchUpPlan
+from runs import metrics
+from runs.authority.statements.outbox import outbox_notify
+from runs.authority.statements.rows import bulk_set
+from runs.authority.statements.schedules import schedules_lock_due, schedules_lock_due_among, schedules_lock_live
+from runs.authority.statements.wave import bulk_insert, directives_read_live_at, revisions_read_payloads
+from kernel.clock import authority_now
+from runs.counts import Counts
+from runs.overlap import Step, admit, takes_guard
+from runs.models import UNFINISHED, Outbox, PendingReason, Run, RunState, SkipReason, Trigger, new_run_id
+from kernel.failpoints import failpoint
 
 
 @dataclass
@@ -75,7 +77,7 @@ def materialize_due(*, batch_size: int | None = None, buckets=None, cycle: ScanC
     occurrences and dispatch intents, advance next_run_at. Any number of scanners may run.
     With ``ids`` (a scanner's fired timers) only those schedules, found by key, are looked at.
     Without a `cycle`, this call is a scan cycle of its own. Catch-up planning under the
-    locks stays within bounds (runs/authority/planning.py): a schedule whose plan could take
+    locks stays within bounds (runs/authority/catch_up_bounds.py): a schedule whose plan could take
     long is planned after the commit and written in a second transaction."""
     batch_size = batch_size or settings.SCAN_BATCH_SIZE
     recurrences: dict[str, dict] = {}
@@ -117,13 +119,13 @@ def _lock_due(now, batch_size: int, buckets, recurrences: dict, *, held=()) -> l
     buckets = list(dict.fromkeys(range(settings.DUE_BUCKETS) if buckets is None else buckets))
     start = random.randrange(len(buckets)) if buckets else 0
     buckets = buckets[start:] + buckets[:start]
-    rows = lock_due_schedules(MATERIALIZE_FIELDS, buckets, now, batch_size, exclude=list(held))
+    rows = schedules_lock_due(MATERIALIZE_FIELDS, buckets, now, batch_size, exclude=list(held))
     return [DueSchedule(row, recurrences) for row in rows]
 
 
 def _lock_among(now, batch_size: int, ids, recurrences: dict, *, held=()) -> list[DueSchedule]:
     """Lock up to ``batch_size`` of the schedules ``ids`` that are due at ``now``."""
-    rows = lock_due_among(MATERIALIZE_FIELDS, list(ids), now, batch_size, exclude=list(held))
+    rows = schedules_lock_due_among(MATERIALIZE_FIELDS, list(ids), now, batch_size, exclude=list(held))
     return [DueSchedule(row, recurrences) for row in rows]
 
 
@@ -135,7 +137,7 @@ def _materialize_planned_first(schedules: list[DueSchedule], recurrences: dict) 
     plans = WavePlans(authority_now(), recurrences=recurrences)
     planned, _ = plan_within_budget(plans, schedules)
     with transaction.atomic(durable=True):
-        rows = lock_schedules(MATERIALIZE_FIELDS, [s.id for s in planned])
+        rows = schedules_lock_live(MATERIALIZE_FIELDS, [s.id for s in planned])
         unchanged = [s for s in (DueSchedule(row, recurrences) for row in rows) if plans.planned(s)]
         if not unchanged:
             return MaterializeStats(), []
@@ -157,7 +159,7 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
     bulk_insert(Run, wave.runs)
     bulk_insert(Outbox, wave.outbox)
     if wave.outbox:
-        notify_outbox()
+        outbox_notify()
     if not from_pause:
         bulk_set(Schedule, schedules, ["next_run_at", "occurrences_materialized", "next_run_from"])
     wave.record_shadow()
@@ -167,7 +169,7 @@ def _materialize(schedules: list[DueSchedule | Schedule], now, *, from_pause=Fal
 def build_wave(schedules: list[DueSchedule | Schedule], now, *, plan_of, texts: dict | None = None) -> "Wave":
     """The rows of the schedules' occurrences as ``plan_of`` says, each schedule's
     next_run_at moved on (on the objects, not yet written). ``texts``: each schedule's
-    revision payload text, when read before (runs/authority/armed.py)."""
+    revision payload text, when read before (runs/authority/armed_timers.py)."""
     job_types = {jt.name: jt for jt in JobType.objects.filter(name__in={s.job_type_id for s in schedules})}
     payloads = _current_payloads(schedules, job_types, texts)
     wave = Wave(now, _waiting_counts(schedules), len(schedules))
@@ -201,7 +203,7 @@ def _directives(plans: list[tuple]) -> dict[tuple[str, object], tuple[str, str]]
     enough). Only schedules that ever had one (directive_seq) are looked up."""
     pairs = [(schedule.id, at) for schedule, planned in plans
              if planned is not None and schedule.directive_seq for at in planned[1].run]
-    return directives_at(pairs) if pairs else {}
+    return directives_read_live_at(pairs) if pairs else {}
 
 
 def materialized_count(plan: CatchUpPlan) -> int:
@@ -347,7 +349,7 @@ def revision_texts(schedules: list[DueSchedule | Schedule]) -> dict[str, str]:
     """Each schedule's current revision's payload text; schedules sharing one share the string."""
     return {
         schedule_id: text
-        for text, schedule_ids in revision_payloads({s.id: s.revision for s in schedules})
+        for text, schedule_ids in revisions_read_payloads({s.id: s.revision for s in schedules})
         for schedule_id in schedule_ids
     }
 

@@ -21,7 +21,7 @@ from django.db.models import F
 from runs.models import EffectIntent, EffectState
 from objectstore import get_object_store
 from runs.authority.owner import require_current
-from runs.authority.sql import transition
+from runs.authority.statements.rows import transition
 from kernel.clock import authority_now
 from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject, TenantStorage
 from kernel.errors import StaleFence

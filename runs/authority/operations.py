@@ -11,9 +11,9 @@ from schedules.celery_task_allowlist import check_celery_task_allowed
 from schedules.specs import validate_params
 from runs.authority.locks import lock_schedule, lock_schedule_then_run, lock_tenant_quota
 from runs.authority.materialize import run_payload
-from runs.authority.transitions import dispatch_intent, finish_run
+from runs.authority.finish_and_dispatch import dispatch_intent, finish_run
 from runs.overlap import Step, admit
-from runs.authority.sql import bulk_set, transition
+from runs.authority.statements.rows import bulk_set, transition
 from kernel.clock import authority_now, instant
 from runs.models import REQUESTED, Outbox, PendingReason, Run, RunState, TERMINAL_STATES, Trigger
 from kernel.errors import IdempotencyConflict, InvalidState, JobTypeUnavailable, QuotaExceeded

@@ -13,10 +13,11 @@ It has two forms, side by side below and clause for clause the same. In Python, 
 run and attempt or on the columns a statement read (`stale_reason`, `require_current`):
 completion, the heartbeat of one attempt and the embedded SQLite's heartbeats, staging's
 general path, cleanup's re-check, the group commit. In SQL (`owns_sql`, named in the
-statements that use it: sql.extend_leases_if_owned, sql.register_uploads_if_owned; through
-`owns_filter`: progress and still_owns; `leased_sql`, clause 6 alone: the group commit,
-which reads the other clauses as columns). The SQL is one text for both vendors; only
-database time is spelled per vendor (claim_sql.clock_sql).
+statements that use it: statements.attempts.attempts_extend_leases_if_owned,
+statements.objects.objects_register_if_owned; through `owns_filter`: statements.runs
+(runs_set_progress_if_owned, runs_exist_if_owned); `leased_sql`, clause 6 alone: the group commit,
+which reads the other clauses as columns). The SQL is one text for both databases; only
+database time is spelled per database (statements.dialect.clock_sql).
 
 The one deliberate difference between the paths is a named parameter of `owns_sql`:
 ``attempt_id`` instead of ``attempt``, for a statement on the run alone (progress,
@@ -30,7 +31,7 @@ would cost a lookup per call and change no answer.
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
-from runs.authority.claim_sql import checked, clock_sql
+from runs.authority.statements.dialect import checked, clock_sql
 from runs.models import Attempt, AttemptState, Run, RunState
 from kernel.errors import StaleFence
 
@@ -64,7 +65,7 @@ def owns_sql(run: str, fence: str, *, attempt: str | None = None, attempt_id: st
     either ``attempt``, the alias of its joined row (every clause), or ``attempt_id``, an SQL
     expression of its id, for a statement on the run alone (clauses 4 and 5 hold by themselves:
     the module's docstring says why). A check of rows the statement finds by their ids
-    (claim_sql.checked() says why), never a search condition."""
+    (dialect.checked() says why), never a search condition."""
     if (attempt is None) == (attempt_id is None):
         raise TypeError("owns_sql takes the attempt's row (attempt) or its id (attempt_id)")
     if attempt is not None:

@@ -1,12 +1,15 @@
 """Ownership of a running occurrence: whether an attempt still owns it, and the heartbeat
 that extends its lease. Both judge by authority time, never by a worker's clock."""
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from runs import metrics
-from runs.authority.owner import owns_filter, require_current
-from runs.authority.sql import extend_leases_if_owned, transition
-from runs.authority.transitions import lease_until
+from runs.authority.owner import require_current
+from runs.authority.statements import dialect
+from runs.authority.statements.attempts import attempts_extend_leases_if_owned
+from runs.authority.statements.rows import transition
+from runs.authority.statements.runs import runs_exist_if_owned
+from runs.authority.leases import lease_until
 from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
 from kernel.errors import Forbidden, NotFound, StaleFence
@@ -27,7 +30,7 @@ def still_owns(*, run_id: str, attempt_id: str, fence: int) -> bool:
     """Whether the attempt owns its run now (owner.owns_filter, on database time): one read
     by primary key and no lock, for a job about to act where no fence can guard its write
     (JobContext.still_owner)."""
-    return Run.objects.filter(owns_filter(attempt_id, fence), id=run_id).exists()
+    return runs_exist_if_owned(run_id=run_id, attempt_id=attempt_id, fence=fence)
 
 
 def heartbeat_many(held: list[tuple[str, int]]) -> dict[str, bool]:
@@ -38,8 +41,8 @@ def heartbeat_many(held: list[tuple[str, int]]) -> dict[str, bool]:
     if not held:
         return {}
     with transaction.atomic(durable=True):
-        if connection.vendor == "postgresql":
-            alive = extend_leases_if_owned(held)
+        if dialect.postgresql():
+            alive = attempts_extend_leases_if_owned(held)
         else:
             runs = {r.current_attempt_id: r for r in Run.objects.select_for_update().filter(
                 current_attempt_id__in=[a for a, _ in held])}

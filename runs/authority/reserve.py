@@ -6,27 +6,24 @@ class reserves nothing.
 
 Cost on the claim path: the live slots and running ordinary runs of each class ride on the
 claim's existing statements (the tenant loads, the tenant recount) as uncorrelated
-subqueries (claim_sql.live_slots, claim_sql.running_ordinary), evaluated once per
-statement. The one statement the reserve adds: a claimer that
-may take ordinary runs of a class with room left locks that class (a transaction-level
-advisory lock, taken before any tenant lock), and acts on the count of the recount read after
-it, so claimers racing for the last ordinary slots of a class take turns and never overshoot.
-A class at its ordinary cap is not locked: its ordinary runs are left for a later claim. With
-STRICT_RESERVED_SHARE = 0 (the default), or no live slots reported, nothing changes.
+subqueries (statements.claim.live_slots, running_ordinary), evaluated once per
+statement. The one statement the reserve adds: a claimer that may take ordinary runs of a
+class with room left locks that class (a transaction-level advisory lock, taken before any
+tenant lock: statements.claim.resource_classes_lock_reserved), and acts on the count of the
+recount read after it, so claimers racing for the last ordinary slots of a class take turns
+and never overshoot. A class at its ordinary cap is not locked: its ordinary runs are left
+for a later claim. With STRICT_RESERVED_SHARE = 0 (the default), or no live slots reported,
+nothing changes.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 
 from django.conf import settings
-from django.db import connection
 
-from runs.authority import claim_sql
+from runs.authority.statements import claim
 from runs.models import Run
-
-LOCK_SPACE = 17_001  # first key of pg_advisory_xact_lock(int, int): the reserve's class locks
 
 
 class Reserve:
@@ -42,11 +39,11 @@ class Reserve:
 
     def live_columns(self) -> list[tuple[str, list]]:
         """Columns of the tenant-loads query: each class's live slots, then the running_columns."""
-        return [claim_sql.live_slots(rc) for rc in self.classes] + self.running_columns()
+        return [claim.live_slots(rc) for rc in self.classes] + self.running_columns()
 
     def running_columns(self) -> list[tuple[str, list]]:
         """Columns of a tenant query: each class's running ordinary runs."""
-        return [claim_sql.running_ordinary(rc) for rc in self.classes]
+        return [claim.running_ordinary(rc) for rc in self.classes]
 
     def read_loads_row(self, values) -> None:
         """Caps and (unlocked) running counts from the live_columns of a tenant-loads row."""
@@ -70,13 +67,7 @@ class Reserve:
         opened = sorted(rc for rc, cap in self.caps.items() if self.running[rc] < cap)
         if not opened:
             return
-        if connection.vendor == "postgresql":  # the embedded SQLite has one writer at a time
-            keys = [zlib.crc32(rc.encode()) & 0x7FFFFFFF for rc in opened]
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_advisory_xact_lock(%s, k) FROM (SELECT unnest(%s::int[]) AS k ORDER BY 1) AS keys",
-                    [LOCK_SPACE, sorted(keys)],
-                )
+        claim.resource_classes_lock_reserved(opened)
         self.locked.update(opened)
 
     def closed(self) -> list[str]:

@@ -1,6 +1,6 @@
 """Resuming a paused schedule: the instants missed while paused meet its misfire policy.
 
-The missed instants are planned before the schedule is locked (runs/authority/planning.py):
+The missed instants are planned before the schedule is locked (runs/authority/catch_up_bounds.py):
 a long pause of a fast rule is a long walk, and the lock must not wait for it. The resume
 takes effect at the authority time read before planning; instants after it are ordinary
 ones, judged by the scanner.
@@ -18,7 +18,7 @@ from runs.authority.locks import lock_schedule
 from schedules.models import AuditAction, BulkAction, Schedule, Tenant
 from schedules.selectors import schedule_first_due, schedule_rule
 from runs.authority.materialize import catch_up_on_resume
-from runs.authority.planning import Planned, WavePlans
+from runs.authority.catch_up_bounds import Planned, WavePlans
 from runs.models import UNFINISHED, Trigger
 from kernel.clock import authority_now
 from kernel.errors import InvalidState, NotFound

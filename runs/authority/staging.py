@@ -18,7 +18,7 @@ from objectstore import StoredVersion, download_filename
 from objectstore.sources import FileSource, checksum_of
 from runs import metrics
 from runs.authority.ownership import current_attempt
-from runs.authority.sql import record_uploads, register_uploads_if_owned
+from runs.authority.statements.objects import objects_record_if_staged, objects_register_if_owned
 from runs.models import ObjectState, Run, StoredObject
 from schedules.models import Tenant
 from kernel.clock import authority_now
@@ -65,7 +65,7 @@ def stage_register(uploads: list[Upload]) -> tuple[list[StoredObject | Exception
     QuotaExceeded, InvalidState); and the indexes of the uploads still to write. A database
     error raises."""
     answers: list[StoredObject | Exception | None] = [_too_large(upload) for upload in uploads]
-    registered = register_uploads_if_owned([upload for upload, refused in zip(uploads, answers) if refused is None])
+    registered = objects_register_if_owned([upload for upload, refused in zip(uploads, answers) if refused is None])
     to_write: list[int] = []
     for i, upload in enumerate(uploads):
         if answers[i] is not None:
@@ -105,7 +105,7 @@ def _too_large(upload: Upload) -> ResultTooLarge | None:
 def _staged_row(upload: Upload, registered: tuple | None) -> StoredObject:
     """The staged registry row of this upload, created if new; NotFound, Forbidden or
     StaleFence when the caller may not upload for this attempt."""
-    if registered is not None:  # the common case: register_uploads_if_owned inserted it
+    if registered is not None:  # the common case: objects_register_if_owned inserted it
         object_id, created_at = registered
         return StoredObject(id=object_id, key=upload.key, run_id=upload.run_id, attempt_id=upload.attempt_id,
                             fence=upload.fence, state=ObjectState.STAGED, content_type=upload.content_type,
@@ -140,7 +140,7 @@ def stage_record(answers: list, written: list[tuple[int, Upload, StoredVersion]]
         obj.version_id, obj.checksum, obj.size = version.version_id, version.checksum, version.size
         obj.content_type = version.content_type
         obj.filename = _recorded_filename(upload)
-    recorded = record_uploads([answers[i] for i, _, _ in written])
+    recorded = objects_record_if_staged([answers[i] for i, _, _ in written])
     for i, upload, version in written:
         if answers[i].id in recorded:
             continue

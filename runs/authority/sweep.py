@@ -5,10 +5,10 @@ from django.db.models import Q
 
 from schedules.models import Schedule
 from runs import metrics
-from runs.authority.claim_sql import checked_q
+from runs.authority.statements.dialect import checked_q
 from runs.authority.completion import fail_or_retry
-from runs.authority.sql import transition
-from runs.authority.transitions import dispatch_intent, finish_run
+from runs.authority.statements.rows import transition
+from runs.authority.finish_and_dispatch import dispatch_intent, finish_run
 from kernel.clock import authority_now
 from runs.models import AttemptReason, AttemptState, Outbox, Run, RunState
 
@@ -47,7 +47,7 @@ def sweep_expired_leases(*, batch_size: int = 500) -> int:
                 continue
             attempt, schedule = run.current_attempt, schedules[run.schedule_id]
             if attempt.deadline_at is not None and attempt.deadline_at <= now:
-                # Its lease ended because the job ran past its timeout (transitions.lease_until),
+                # Its lease ended because the job ran past its timeout (leases.lease_until),
                 # and nobody recorded it: a worker ended hard, or whose clock lags.
                 error = f"timed out after {run.payload.get('timeoutSeconds', 0):g}s (lease ended at the timeout)"
                 transition(attempt, {"state": AttemptState.RUNNING}, state=AttemptState.FAILED, finished_at=now,

@@ -17,7 +17,7 @@ from django.db.models import DateTimeField, DurationField, ExpressionWrapper, F,
 from django.db.models.functions import Least, Now
 
 from runs import metrics
-from runs.authority.sql import in_id_order
+from runs.authority.statements.outbox import outbox_in_id_order
 from runs.models import Outbox, OutboxKind, Run, RunState
 
 REOFFER_MAX_SECONDS = 30
@@ -55,10 +55,10 @@ def pass_over(*, spare: int, resource_classes, job_types, reoffer: bool) -> dict
             run_id__in=[run_id for run_id, _, _ in unknown], kind=OutboxKind.DISPATCH,
             processed_at__isnull=True, published_at__isnull=False,
         )
-        # Skipping rows another transaction holds (in_id_order): a claim by a worker that knows
+        # Skipping rows another transaction holds (outbox_in_id_order): a claim by a worker that knows
         # the job type spending the hint, or another worker reoffering it, makes this one moot.
         with transaction.atomic():
-            in_id_order(spent, skip_locked=True).update(
+            outbox_in_id_order(spent, skip_locked=True).update(
                 published_at=None, relay_until=ExpressionWrapper(Now() + delay, output_field=DateTimeField()))
     totals: dict[str, int] = {}
     for (job_type, _), n in counts.items():

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from runs.authority.planning import WavePlans
+from runs.authority.catch_up_bounds import WavePlans
 from schedules.models import Schedule, ScheduleRevision
 from schedules.recurrence import next_after, parse_rule
 from schedules.selectors import schedule_rule

@@ -147,17 +147,17 @@ def test_claim__a_tenant_locked_by_another_claimer__does_not_hold_up_other_tenan
 
 
 def test_claim_holding_a_tenant__its_runs_are_materialized_meanwhile(sessions):
-    """A claim holds its tenant's row until it commits (claim_sql.lock_tenants). Rows that
+    """A claim holds its tenant's row until it commits (statements.claim.tenants_lock). Rows that
     merely refer to the tenant (a run the scanner materializes: its foreign-key check at
     commit) do not wait for it: the claim's lock is NO KEY UPDATE, not FOR UPDATE."""
-    from runs.authority import claim_sql
+    from runs.authority.statements.claim import tenants_lock
 
     tenant = make_tenant("busy")
     schedule = create_schedule(tenant, name="due", overlapPolicy="allow")
     Schedule.objects.filter(id=schedule.id).update(next_run_at=authority_now() - timedelta(seconds=1))
 
     def claim_in_progress():
-        assert claim_sql.lock_tenants([tenant.id], skip_locked=False) == {tenant.id}
+        assert tenants_lock([tenant.id], skip_locked=False) == {tenant.id}
 
     # A wait for the tenant's row fails the test.
     with sessions("claimer").holding(claim_in_progress), lock_timeout(3):

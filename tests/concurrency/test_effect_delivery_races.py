@@ -11,7 +11,7 @@ from effects import adapters
 from effects.adapters import ProviderOutcome
 from effects.delivery import PassStats, claim_next_delivery, finish_delivery
 from kernel.clock import authority_now
-from runs.authority.sql import TransitionConflict
+from runs.authority.statements.rows import TransitionConflict
 from runs.models import EffectDelivery, EffectIntent, EffectState
 from tests.authority_steps import succeeded_run
 from tests.concurrency.harness import race

@@ -50,7 +50,7 @@ def test_settlement__a_write_that_finds_the_intent_changed_since_its_lock_fails_
     """Every change of an intent is guarded by what it was when locked: one that finds another
     outcome recorded meanwhile (a lock not taken) raises instead of overwriting it."""
     from effects.delivery import _locked, _write
-    from runs.authority.sql import TransitionConflict
+    from runs.authority.statements.rows import TransitionConflict
 
     [intent] = intents(tenant, 1)
     locked = _locked(intent)

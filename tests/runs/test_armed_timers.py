@@ -1,4 +1,4 @@
-"""Armed timers against PostgreSQL (runs/authority/armed.py): a timer due soon is read
+"""Armed timers against PostgreSQL (runs/authority/armed_timers.py): a timer due soon is read
 ahead without a lock and fired by one guarded statement per batch. The guard is the only
 thing that makes that safe, so each change a schedule can undergo after arming is made
 here, and what is written must be what the schedule says at the instant: a new revision's

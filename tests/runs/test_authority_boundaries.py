@@ -5,7 +5,7 @@ import pytest
 from django.db import transaction
 
 from runs import authority
-from runs.authority.sql import TransitionConflict, transition
+from runs.authority.statements.rows import TransitionConflict, transition
 from runs.models import Run, RunState
 from tests.authority_steps import create_schedule, materialize_one
 

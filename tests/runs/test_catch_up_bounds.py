@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from runs import authority
-from runs.authority import materialize, planning, resume
+from runs.authority import catch_up_bounds, materialize, resume
 from runs.catch_up import SKIPPED_RECORDS_CAP
 from runs.models import Run, RunState, SkipReason
 from schedules import recurrence
@@ -72,13 +72,13 @@ def transaction_gaps():
 @pytest.fixture
 def planned_inside(monkeypatch) -> list[bool]:
     """Whether each catch-up plan was made inside a transaction."""
-    inside, original = [], planning.plan_catch_up
+    inside, original = [], catch_up_bounds.plan_catch_up
 
     def watched(*args, **kwargs):
         inside.append(connection.in_atomic_block)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(planning, "plan_catch_up", watched)
+    monkeypatch.setattr(catch_up_bounds, "plan_catch_up", watched)
     return inside
 
 

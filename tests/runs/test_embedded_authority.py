@@ -1,10 +1,11 @@
 """The hot path's statements on the embedded SQLite: registering and recording uploads, and
-the group commit, are the same SQL texts as on PostgreSQL (runs.authority.sql.input_rows),
-so the tests that pin their behaviour run again here on SQLite, as `make run` has it, with
-the ownership rule's table of every path that acts for an attempt; so do those of overlap
-and misfire policies, whose claims and scans write rows back with runs.authority.sql.bulk_set
-(one statement per database, each its own SQL), and the plans of the hot statements over a
-million finished runs.
+the group commit, are the same SQL texts as on PostgreSQL
+(runs.authority.statements.dialect.input_rows), so the tests that pin their behaviour run
+again here on SQLite, as `make run` has it, with the ownership rule's table of every path
+that acts for an attempt; so do those of overlap and misfire policies, whose claims and
+scans write rows back with runs.authority.statements.rows.bulk_set (one statement per
+database, each its own SQL), the plans of the hot statements over a million finished runs,
+and the statement catalogue's own suite (tests/runs/test_statements.py).
 
 They run in a child pytest with nothing configured (SQLite under the test's own var/),
 since this process's database is PostgreSQL; the fencing races run too, each of their
@@ -29,6 +30,7 @@ MODULES = [
     "tests/runs/test_overlap_policies.py",
     "tests/runs/test_misfire_catch_up.py",
     "tests/runs/test_hot_path_plans.py::test_hot_path__each_statement_reads_the_index_meant_for_it",
+    "tests/runs/test_statements.py",
 ]
 
 

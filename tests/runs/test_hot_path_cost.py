@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from runs import authority
-from runs.authority.sql import extend_leases_if_owned
+from runs.authority.statements.attempts import attempts_extend_leases_if_owned
 from runs.capacity.live import slots_report
 from tests.authority_steps import create_schedule, make_due
 from workers.uploads import stage_result, stage_results
@@ -76,7 +76,7 @@ def test_heartbeat__a_hot_update_of_the_run_and_the_attempt(tenant):
     run = authority.claim(worker_label="w")
     with transaction.atomic():
         before = _updates()
-        assert extend_leases_if_owned([(run.current_attempt_id, run.fence)]) == {run.current_attempt_id: False}
+        assert attempts_extend_leases_if_owned([(run.current_attempt_id, run.fence)]) == {run.current_attempt_id: False}
         after = _updates()
     assert {table: (after[table][0] - updated, after[table][1] - hot) for table, (updated, hot) in before.items()} == {
         "runs_attempt": (1, 1), "runs_run": (1, 1)}

@@ -7,7 +7,7 @@ finished runs (tests.plans.insert_history). The second is production's case: the
 show no queued or running run and do not know the tenant, so every live partial index looks
 equally empty, and a statement could walk any index whose predicate its condition implies.
 Each statement must read the one index meant for it (models.Run says which, and why no other
-can serve it; rows found by id are guarded through claim_sql.checked, which says why): the
+can serve it; rows found by id are guarded through statements.dialect.checked, which says why): the
 claim's statements one by one, then every step of the hot path run for real
 (tests.plans.hot_path). On PostgreSQL, and on the embedded SQLite when
 tests/runs/test_embedded_authority.py runs this module there. The outbox's first wave, with
@@ -17,7 +17,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.authority import claim_sql
+from runs.authority.statements import claim
+from runs.authority.statements.outbox import outbox_mark_dispatched
 from runs.authority.materialize import _waiting_counts
 from runs.authority.reserve import Reserve
 from runs.authority.sweep import sweep_expired_leases
@@ -78,10 +79,10 @@ def hot_statements(tenant, schedule, history_tenant) -> dict[str, str]:
     of passed leases, a guarded schedule's waiting runs, a page of the history's failed runs."""
     reserve = Reserve(CLASSES, share=0.25)
     return {
-        "tenant loads": captured(lambda: claim_sql.tenant_loads(CLASSES, JOB_TYPES, reserve.live_columns()))[0],
-        "recount": captured(lambda: claim_sql.recount([tenant.id], reserve.running_columns()))[0],
-        "candidates": captured(lambda: claim_sql.lock_candidates(tenant.id, CLASSES, JOB_TYPES, [], 32))[0],
-        "claimable probe": captured(lambda: claim_sql.claimable_exists(CLASSES, JOB_TYPES))[0],
+        "tenant loads": captured(lambda: claim.tenants_read_loads(CLASSES, JOB_TYPES, reserve.live_columns()))[0],
+        "recount": captured(lambda: claim.tenants_recount([tenant.id], reserve.running_columns()))[0],
+        "candidates": captured(lambda: claim.runs_lock_candidates(tenant.id, CLASSES, JOB_TYPES, [], 32))[0],
+        "claimable probe": captured(lambda: claim.runs_claimable_exist(CLASSES, JOB_TYPES))[0],
         "passed leases": captured(sweep_expired_leases)[0],
         "waiting runs": captured(lambda: _waiting_counts([schedule]))[0],
         "failed runs page": captured(lambda: tenant_runs_page(
@@ -190,7 +191,7 @@ def test_mark_dispatched__finds_each_runs_intents_by_index_in_an_unanalyzed_outb
         assert cursor.fetchone()[0] < 5000  # no statistics of these rows
 
     with CaptureQueriesContext(connection) as captured_queries:
-        claim_sql.mark_dispatched([f"run_{i:026d}" for i in range(32)])
+        outbox_mark_dispatched([f"run_{i:026d}" for i in range(32)])
     [statement] = [q["sql"] for q in captured_queries.captured_queries]
 
     explained = plans.plan(statement)

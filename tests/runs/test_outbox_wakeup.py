@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from runs import authority
-from runs.authority.sql import OUTBOX_CHANNEL
+from runs.authority.statements.outbox import OUTBOX_CHANNEL
 from runs.loops import Stopper, Wakeup
 from tests.authority_steps import create_schedule, make_due
 

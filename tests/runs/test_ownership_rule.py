@@ -16,7 +16,7 @@ from runs import authority
 from runs.authority import Success
 from runs.authority.group_commit import _commit_group
 from runs.authority.objects import attempt_can_publish
-from runs.authority.sql import register_uploads_if_owned
+from runs.authority.statements.objects import objects_register_if_owned
 from runs.authority.staging import result_key
 from runs.models import Attempt, Run, RunState, StoredObject
 from kernel.clock import authority_now
@@ -34,7 +34,7 @@ def heartbeat(run, attempt_id, fence, staged):
 
 
 def heartbeat_many(run, attempt_id, fence, staged):
-    """PostgreSQL: sql.extend_leases_if_owned; SQLite: one lease at a time, in Python."""
+    """PostgreSQL: statements.attempts.attempts_extend_leases_if_owned; SQLite: one lease at a time, in Python."""
     return attempt_id in authority.heartbeat_many([(attempt_id, fence)])
 
 
@@ -49,7 +49,7 @@ def upload_registration(run, attempt_id, fence, staged):
     key = result_key(run.id, attempt_id)
     item = SimpleNamespace(key=key, run_id=run.id, attempt_id=attempt_id, fence=fence, content_type="text/csv",
                            worker_token_id=None)
-    return key in register_uploads_if_owned([item])
+    return key in objects_register_if_owned([item])
 
 
 def progress(run, attempt_id, fence, staged):

@@ -1,12 +1,12 @@
 """The hot path binds its arrays as PostgreSQL array literals it writes itself
-(runs.authority.claim_sql.pg_array): every value must come back from the server as it went in."""
+(runs.authority.statements.dialect.pg_array): every value must come back from the server as it went in."""
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from django.db import connection
 
-from runs.authority.claim_sql import among, pg_array
+from runs.authority.statements.dialect import among, pg_array
 from tests.factories import make_tenant
 
 pytestmark = pytest.mark.django_db

@@ -34,7 +34,7 @@ from datetime import date, datetime
 from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from runs.authority.progress import checked_progress
+from runs.authority.run_progress import checked_progress
 from workers.jobs.output import JobOutput, OutputWriter, resolve_output
 
 

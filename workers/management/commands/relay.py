@@ -1,7 +1,7 @@
 import logging
 import time
 
-from runs.authority.sql import OUTBOX_CHANNEL
+from runs.authority.statements.outbox import OUTBOX_CHANNEL
 from runs.loops import LoopCommand
 from workers.hint_publisher import republish_and_relay
 

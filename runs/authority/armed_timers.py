@@ -4,7 +4,7 @@ one guarded statement: the near-term work prepared ahead (docs/design.md, "The l
 Arming reads a schedule row and its revision's payload text without any lock, seconds
 before the instant. Firing decides with the same code as any materialization
 (runs/authority/materialize.build_wave, at the firing transaction's authority time, with
-the job types read then) and writes with runs.authority.wave_sql.write_guarded: only the
+the job types read then) and writes with statements.wave.schedules_write_wave_if_unchanged: only the
 schedules whose row is still what was read (revision, next instant, directives, not
 paused, not deleted, not locked by someone else) are moved on and get their occurrences. An edit
 bumps the revision, and a revision's payload never changes, so nothing stale is written;
@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from kernel.clock import authority_now
 from runs.authority.materialize import (
     DueSchedule, MATERIALIZE_FIELDS, MaterializeStats, build_wave, committed, revision_texts,
 )
-from runs.authority.planning import WavePlans
-from runs.authority.sql import notify_outbox
-from runs.authority.wave_sql import schedules_among, write_guarded
+from runs.authority.catch_up_bounds import WavePlans
+from runs.authority.statements import dialect
+from runs.authority.statements.outbox import outbox_notify
+from runs.authority.statements.wave import schedules_read_live_among, schedules_write_wave_if_unchanged
 from runs.models import RunState
 from runs.overlap import takes_guard
 
@@ -44,10 +45,10 @@ class Armed:
 
 def arm(ids: list[str]) -> dict[str, Armed]:
     """The schedules among ``ids`` that can be fired armed, read now, by id."""
-    if connection.vendor != "postgresql" or not ids:
+    if not dialect.postgresql() or not ids:
         return {}  # the embedded SQLite fires through the locking path
     recurrences: dict[str, dict] = {}
-    schedules = [DueSchedule(row, recurrences) for row in schedules_among(MATERIALIZE_FIELDS, ids)]
+    schedules = [DueSchedule(row, recurrences) for row in schedules_read_live_among(MATERIALIZE_FIELDS, ids)]
     # A schedule under calendars records excluded instants and moves next_run_from: the locking path.
     schedules = [s for s in schedules if not takes_guard(s.overlap_policy) and not s.calendar]
     texts = revision_texts(schedules)
@@ -66,14 +67,14 @@ def fire_armed(armed: list[Armed]) -> tuple[MaterializeStats, set[str]]:
         counted = {a.schedule.id: a.schedule.occurrences_materialized for a in due}
         wave = build_wave([a.schedule for a in due], now, plan_of=plans.planned,
                           texts={a.schedule.id: a.text for a in due})
-        written = set(write_guarded(
+        written = set(schedules_write_wave_if_unchanged(
             wave.runs, wave.outbox,
             expected=[(a.schedule.id, a.revision, a.next_run_at, a.directive_seq) for a in due],
             moves=[(a.schedule.id, a.schedule.next_run_at, a.schedule.occurrences_materialized - counted[a.schedule.id])
                    for a in due],
         ))
         if written and wave.outbox:
-            notify_outbox()
+            outbox_notify()
         wave.record_shadow()
     stats = _written(wave.runs, written)
     committed(stats)

@@ -1,14 +1,12 @@
-"""State changes shared by several operations. Callers hold the schedule and run locks."""
-
-from datetime import timedelta
-
-from django.conf import settings
+"""Finishing a run and making runs claimable again: the state changes shared by several
+operations (completion, the sweep, cancellation, backfill, materialization). Callers hold
+the schedule and run locks."""
 
 from schedules import recurrence
 from schedules.models import Schedule
 from schedules.selectors import occurrences_left
 from runs.overlap import Step, admit, takes_guard
-from runs.authority.sql import transition
+from runs.authority.statements.rows import transition
 from runs.models import ACTIVE_STATES, UNFINISHED, Outbox, OutboxKind, PendingReason, Run, RunState
 
 
@@ -77,23 +75,3 @@ def finish_run(schedule: Schedule, run: Run, state: str, now, *, error: str = ""
     if schedule_changes:
         schedule.save(update_fields=schedule_changes)
     return outbox
-
-
-def lease_until(now, seconds: int, deadline=None):
-    """A lease of ``seconds`` from ``now``, never past the attempt's ``deadline`` (its job
-    type's timeout) by more than JOB_TIMEOUT_LEASE_GRACE_SECONDS: past its timeout no
-    heartbeat keeps an attempt alive, whatever the worker's clock says."""
-    until = now + timedelta(seconds=seconds)
-    if deadline is None:
-        return until
-    return min(until, deadline + timedelta(seconds=settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS))
-
-
-def attempt_deadline(now, payload: dict):
-    """When an attempt started at ``now`` of a run with ``payload`` times out; None for no timeout."""
-    timeout = payload.get("timeoutSeconds")
-    return now + timedelta(seconds=float(timeout)) if timeout else None
-
-
-def clamp_lease(seconds: int) -> int:
-    return max(1, min(int(seconds), settings.MAX_LEASE_SECONDS))

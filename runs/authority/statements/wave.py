@@ -1,10 +1,11 @@
-"""The statements of a materialization wave (runs/authority/materialize.py), beside
-runs/authority/sql.py: reading the revisions' payloads and inserting the wave's rows.
+"""The statements of a materialization wave (runs/authority/materialize.py, armed_timers.py):
+reading schedules, the revisions' payloads and directives, and inserting the wave's rows.
 
 A wave writes thousands of rows that differ in few columns and share most values (one
 tenant, one payload per rule and job type). On PostgreSQL its statements therefore travel
-as a handful of arrays bound server-side (binary, not SQL text): a column whose value
-every row shares is one parameter, a JSON column sends each distinct value once.
+as a handful of arrays bound server-side (binary, not SQL text: dialect.server_cursor): a
+column whose value every row shares is one parameter, a JSON column sends each distinct
+value once.
 """
 
 from __future__ import annotations
@@ -14,25 +15,18 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from runs.authority.statements import dialect
+from runs.authority.statements.dialect import server_cursor
 from runs.models import Outbox, Run
 from schedules.models import OccurrenceDirective, Schedule, ScheduleRevision
 
 
-def server_cursor():
-    """A cursor of the default connection that binds parameters server-side: a list is sent
-    as one binary array instead of being spelled out in the statement. Django's wrapper
-    stays around it (error translation, query capture in tests)."""
-    from django.db.backends.postgresql.base import ServerBindingCursor  # PostgreSQL only
-
-    connection.ensure_connection()
-    return connection._prepare_cursor(ServerBindingCursor(connection.connection))
-
-
-def schedules_among(fields, ids: list[str]) -> list[tuple]:
+def schedules_read_live_among(fields, ids: list[str]) -> list[tuple]:
     """Rows of ``fields`` (JSON fields as text on PostgreSQL) of the unpaused, undeleted
-    schedules among ``ids`` that have a next instant, read without locking them."""
+    schedules among ``ids`` that have a next instant, read without locking them (arming: no
+    lock held or taken)."""
     live = Schedule.objects.filter(paused=False, deleted_at__isnull=True, next_run_at__isnull=False)
-    if connection.vendor != "postgresql":
+    if not dialect.postgresql():
         return list(live.filter(id__in=ids).values_list(*fields))
     columns = ", ".join(f'"{Schedule._meta.get_field(name).column}"' for name in fields)
     sql = (
@@ -44,10 +38,10 @@ def schedules_among(fields, ids: list[str]) -> list[tuple]:
         return cursor.fetchall()
 
 
-def revision_payloads(current: dict[str, int]) -> list[tuple[str, list[str]]]:
+def revisions_read_payloads(current: dict[str, int]) -> list[tuple[str, list[str]]]:
     """The payload text of each schedule's revision ``current[schedule id]``, grouped: one
-    ``(text, schedule ids)`` per distinct payload."""
-    if connection.vendor != "postgresql":
+    ``(text, schedule ids)`` per distinct payload. Revisions never change: no lock needed."""
+    if not dialect.postgresql():
         rows = ScheduleRevision.objects.filter(schedule_id__in=current, revision__in=set(current.values()))
         groups: dict[str, list[str]] = {}
         for schedule_id, revision, payload in rows.values_list("schedule_id", "revision", "payload"):
@@ -65,10 +59,12 @@ def revision_payloads(current: dict[str, int]) -> list[tuple[str, list[str]]]:
         return cursor.fetchall()
 
 
-def directives_at(pairs: list[tuple[str, object]]) -> dict[tuple[str, object], tuple[str, str]]:
+def directives_read_live_at(pairs: list[tuple[str, object]]) -> dict[tuple[str, object], tuple[str, str]]:
     """The live (not orphaned) directives of ``(schedule id, instant)`` pairs, ``{pair:
-    (action, note)}``; on PostgreSQL one statement joining the pairs as two arrays."""
-    if connection.vendor != "postgresql":
+    (action, note)}``; on PostgreSQL one statement joining the pairs as two arrays. No lock
+    taken: the locking path holds the schedules' locks; an armed wave is checked by each
+    schedule's directive_seq (schedules_write_wave_if_unchanged)."""
+    if not dialect.postgresql():
         wanted = set(pairs)
         rows = OccurrenceDirective.objects.filter(
             schedule_id__in={p[0] for p in pairs}, instant__in={p[1] for p in pairs}, orphaned_at__isnull=True,
@@ -88,10 +84,11 @@ def directives_at(pairs: list[tuple[str, object]]) -> dict[tuple[str, object], t
 def bulk_insert(model, rows: list[dict]) -> None:
     """Insert new rows given as ``{attname: value}`` dicts; model defaults fill the rest.
     On PostgreSQL one ``INSERT ... SELECT FROM unnest(arrays)`` (RowsSelect); the embedded
-    SQLite takes bulk_create."""
+    SQLite takes bulk_create. The caller holds the locks of the rows' parents (a wave's
+    schedules)."""
     if not rows:
         return
-    if connection.vendor != "postgresql":
+    if not dialect.postgresql():
         model.objects.bulk_create([model(**row) for row in rows], batch_size=1000)
         return
     select = RowsSelect.of(model, rows, alias="v")
@@ -99,13 +96,15 @@ def bulk_insert(model, rows: list[dict]) -> None:
         cursor.execute(f"{select.insert} {select.sql}", select.params)
 
 
-def write_guarded(runs: list[dict], outbox: list[dict], expected: list[tuple], moves: list[tuple]) -> list[str]:
+def schedules_write_wave_if_unchanged(runs: list[dict], outbox: list[dict], expected: list[tuple],
+                                      moves: list[tuple]) -> list[str]:
     """Write a wave read without locks, in one statement (PostgreSQL): lock, skipping locked
     ones, the schedules whose row still is what was read, ``expected`` as ``(id, revision,
     next_run_at)`` (unpaused, undeleted), move each one's next_run_at as ``moves`` says
     (``(id, next_run_at)``), and insert only those schedules' ``runs`` and the ``outbox``
     rows of the runs inserted; an instant already written (the unique ``(schedule,
-    instant)`` key) is left as it is. Returns the ids of the schedules written."""
+    instant)`` key) is left as it is. Returns the ids of the schedules written. The caller
+    holds no lock: the statement takes the schedules' own."""
     table = Schedule._meta.db_table
     run_rows = RowsSelect.of(Run, runs, alias="r", keep=("schedule_id",))
     outbox_rows = RowsSelect.of(Outbox, outbox, alias="o", keep=("run_id",))
