@@ -3,6 +3,7 @@ layout lists every package of the tree and every file under docs/. A move that f
 docs fails here."""
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -11,8 +12,13 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PATH = re.compile(r"`((?:[a-z_]+/)+(?:[A-Za-z0-9_.-]+\.(?:py|md|yml|yaml|json|toml|html|txt)|))`")
 
 
+# The tree's own folders (not var/ and the like, which the product makes at run time).
+FOLDERS = {name.split("/")[0] for name in subprocess.run(
+    ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines() if "/" in name}
+
+
 def named_paths(doc: Path) -> set[str]:
-    return {match for match in PATH.findall(doc.read_text()) if (ROOT / match.split("/")[0]).is_dir()}
+    return {match for match in PATH.findall(doc.read_text()) if match.split("/")[0] in FOLDERS}
 
 
 def layout_block() -> str:
