@@ -14,8 +14,9 @@ ever checks in (``ctx.checkpoint()``, ``ctx.sleep()``).
   ``timeout`` and ends the process (SIGKILL). Elsewhere it only says so in the log.
 
 Either way the authority does not depend on it: no lease outlasts the attempt's deadline
-(claim time + timeout, database time) by more than ``JOB_TIMEOUT_LEASE_GRACE_SECONDS``, and
-the sweeper records a lease that ended there as a timeout (runs.authority.sweep).
+(the job's start + timeout, database time: runtime._start_on_time) by more than
+``JOB_TIMEOUT_LEASE_GRACE_SECONDS``, and the sweeper records a lease that ended there as a
+timeout (runs.authority.sweep).
 """
 
 from __future__ import annotations

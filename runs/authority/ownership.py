@@ -6,7 +6,7 @@ from django.db import connection, transaction
 from runs import metrics
 from runs.authority.owner import owns_filter, require_current
 from runs.authority.sql import extend_leases_if_owned, transition
-from runs.authority.transitions import lease_until
+from runs.authority.transitions import attempt_deadline, lease_until
 from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
 from kernel.errors import Forbidden, NotFound, StaleFence
@@ -21,6 +21,24 @@ def heartbeat(*, run_id: str, attempt_id: str, fence: int, worker_token=None) ->
             raise NotFound("no such run")
         _extend(run, attempt_id, fence, worker_token)
         return run
+
+
+def restart_deadline(*, run_id: str, attempt_id: str, fence: int) -> None:
+    """The job of an attempt claimed a while ago (behind others of its batch) starts now: its
+    deadline counts again from now, on database time, and its lease is extended under it
+    (transitions.lease_until), so the job has its whole timeout and the authority still
+    bounds it. StaleFence when the attempt no longer owns the run: a passed lease (one that
+    waited past its claim's deadline) is not revived."""
+    with metrics.counting_stale("heartbeat"), transaction.atomic(durable=True):
+        run = Run.objects.select_for_update().filter(id=run_id).first()
+        if run is None:
+            raise NotFound("no such run")
+        now = authority_now()
+        attempt = current_attempt(run, attempt_id, fence, now, operation="heartbeat")
+        deadline = attempt_deadline(now, run.payload)
+        until = lease_until(now, attempt.lease_seconds, deadline)
+        transition(run, {"state": RunState.RUNNING, "fence": fence}, lease_expires_at=until)
+        transition(attempt, {"state": AttemptState.RUNNING}, deadline_at=deadline, lease_expires_at=until)
 
 
 def still_owns(*, run_id: str, attempt_id: str, fence: int) -> bool:
