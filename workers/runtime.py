@@ -15,11 +15,10 @@ one completion entry point (``authority.complete_many``), which chooses how to r
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connection
 
 from runs import authority
@@ -51,6 +50,7 @@ GROUP_COMMIT_SECONDS = 0.05  # the longest a finished output waits to be publish
 # authority count its deadline again from its start (_start_on_time); sooner, the claim's
 # deadline stands, the difference well inside JOB_TIMEOUT_LEASE_GRACE_SECONDS.
 DEADLINE_SLACK_SECONDS = 0.5
+PUBLISH_MARGIN_SECONDS = 1.0  # publishing a group, after the job that ran before it
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,10 @@ def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None,
             held.append(_hold(run, heartbeat_interval, claimed_at))
         # Strict runs (a start promise) first; the claim's order otherwise.
         for run, ctx in sorted(zip(runs, held), key=lambda pair: not pair[0].strict):
+            group.make_room(ctx)
             started = time.monotonic()
-            with group.published_in_time():
-                done = (_start_on_time(ctx, keeper, started - claimed_at)
-                        or _execute(ctx, run.payload.get("jobType") or run.job_type, keeper))
+            done = (_start_on_time(ctx, keeper, started - claimed_at)
+                    or _execute(ctx, run.payload.get("jobType") or run.job_type, keeper))
             timing = (started, time.monotonic() - started)
             if isinstance(done, JobOutput):
                 group.add(run, ctx, done, timing)
@@ -205,34 +205,23 @@ class _Group:
         for (run, ctx, _, timing), done in zip(pending, self._stage_and_complete(pending)):
             self.outcomes[ctx.attempt_id] = _outcome(run, ctx, done, timing)
 
-    @contextmanager
-    def published_in_time(self):
-        """Around the next job of the batch: the outputs waiting meanwhile are published when
-        their GROUP_COMMIT_SECONDS are up, on a thread of their own, not once the job returns
-        (it may outlast their leases, which end at their own deadlines)."""
+    def make_room(self, ctx: JobContext) -> None:
+        """Before the next job of the batch (``ctx``'s): publish the outputs waiting now if that
+        job, run to its hard limit, could outlast their leases, which end at their own deadlines
+        plus JOB_TIMEOUT_LEASE_GRACE_SECONDS. Quick jobs of one job type go on waiting together."""
         if not self.pending:
-            yield
             return
-        failed: list[BaseException] = []
-
-        def publish_now():
-            try:
+        timeout = ctx.control.timeout_seconds
+        worst_end = (time.monotonic() + timeout + settings.JOB_HARD_TIMEOUT_GRACE_SECONDS + PUBLISH_MARGIN_SECONDS
+                     if timeout else None)
+        for _, waiting, _, _ in self.pending:
+            if waiting.control.deadline is None:
+                continue
+            # Its start + its timeout; the authority's deadline is at most the slack earlier.
+            lease_end = waiting.control.deadline - DEADLINE_SLACK_SECONDS + settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS
+            if worst_end is None or worst_end > lease_end:
                 self.publish()
-            except BaseException as exc:  # the batch's thread raises it once the job returns
-                failed.append(exc)
-            finally:
-                connection.close()  # this thread's own
-
-        timer = threading.Timer(max(0.0, GROUP_COMMIT_SECONDS - self.waited()), publish_now)
-        timer.daemon = True
-        timer.start()
-        try:
-            yield
-        finally:
-            timer.cancel()
-            timer.join()  # a publication under way ends before the group is touched again
-            if failed:
-                raise failed[0]
+                return
 
     def _stage_and_complete(self, pending) -> list[tuple[str, str | None, str]]:
         keeper = self.keeper
