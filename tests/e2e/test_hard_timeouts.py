@@ -26,7 +26,7 @@ from runs.models import Attempt, Run, RunState
 from schedules.models import JobType
 from tests.authority_steps import create_schedule
 from tests.child_env import database_url_of_test_db
-from tests.e2e.processes import wait_until
+from tests.e2e.processes import PYTHON, wait_until
 from workers.jobs import framework
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -56,12 +56,41 @@ def stuck(monkeypatch, processes, tmp_path, tenant):
     return module
 
 
-@pytest.fixture(params=["celery", "celery-idle-claims", "embedded"])
+SOLO = [PYTHON, "-m", "celery", "-A", "scheduler_project", "worker", "-Q", "short", "-P", "solo", "-n", "solo@%h",
+        "--without-gossip", "--without-mingle", "-l", "info"]
+
+
+class Supervisor:
+    """What runs a solo worker in production (compose's restart policy, systemd): a worker
+    that ended is started again, here whenever the test looks (``check``)."""
+
+    def __init__(self, processes):
+        self.processes = processes
+        self.started = 0
+        self.start()
+
+    def start(self):
+        self.processes.start("worker", SOLO)
+        self.started += 1
+
+    def check(self):
+        if self.processes.children["worker"].poll() is not None:
+            self.start()
+
+
+@pytest.fixture(params=["celery", "celery-idle-claims", "celery-solo", "embedded"])
 def one_slot(request, processes, stuck, redis_url):
     """A worker with one slot of class short: a Celery worker of concurrency 1 and the relay
     (jobs on the pool process's main thread), the same worker with no relay (its idle claims
-    run the jobs on a thread of the pool process), or the embedded dispatcher with one job process."""
-    if request.param == "celery-idle-claims":
+    run the jobs on a thread of the pool process), a Celery solo worker and the relay (jobs on
+    the worker's own main thread; ended hard, its supervisor starts it again), or the embedded
+    dispatcher with one job process."""
+    if request.param == "celery-solo":
+        processes.env["REDIS_URL"] = redis_url
+        processes.manage("relay", "relay")
+        request.node.supervisor = Supervisor(processes)
+        wait_until(lambda: "ready" in processes.log("worker"), timeout=60, message="the worker to start")
+    elif request.param == "celery-idle-claims":
         processes.env.update(REDIS_URL=redis_url, IDLE_CLAIM_SECONDS="0.3")
         processes.celery_worker("worker", "short", concurrency=1)
         wait_until(lambda: "ready" in processes.log("worker"), timeout=60, message="the worker to start")
@@ -86,7 +115,9 @@ def attempts(run: Run) -> list[Attempt]:
 
 
 @pytest.mark.parametrize("job, limit", [("STUCK_IN_C", SOFT), ("BUSY_LOOP", SOFT), ("SWALLOWS", HARD)])
-def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, tenant, processes, job, limit):
+def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, tenant, processes, job, limit,
+                                                             request):
+    supervisor = getattr(request.node, "supervisor", None)
     if one_slot == "celery-idle-claims" and job == "STUCK_IN_C":
         limit = HARD  # off the main thread no signal interrupts a blocked read: its process is ended
     stuck_run = run_of(tenant, getattr(stuck, job))
@@ -94,6 +125,8 @@ def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, t
     quick_run = run_of(tenant, stuck.QUICK)  # waits for the one slot
 
     def finished():
+        if supervisor is not None:
+            supervisor.check()
         authority.promote_due_runs()  # the scanner's part: the retry, due after its delay, is queued
         return Run.objects.filter(id__in=[stuck_run.id, quick_run.id], finished_at__isnull=False).count() == 2
 
@@ -117,3 +150,19 @@ def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, t
     pids = {(stuck.gate / f"{stuck_run.id}-{n}").read_text() for n in (1, 2)}
     # Interrupted, the job's process lives on and takes the retry; ended, its slot started another.
     assert len(pids) == (2 if limit == HARD else 1), pids
+    if supervisor is not None:  # the solo worker ended at a hard timeout, and only then
+        assert supervisor.started >= 2 if limit == HARD else supervisor.started == 1
+
+
+@pytest.mark.parametrize("argv", [
+    pytest.param([PYTHON, "-m", "celery", "-A", "scheduler_project", "worker", "-Q", "short", "-P", "threads",
+                  "--without-gossip", "--without-mingle"], id="celery-threads"),
+    pytest.param([PYTHON, "manage.py", "dispatch", "--threads"], id="dispatch-threads"),
+])
+def test_a_pool_where_a_stuck_job_could_not_be_ended__refuses_to_start(stuck, processes, argv):
+    """Jobs on threads of one process: a job stuck past its timeout could be neither
+    interrupted out of a blocking call nor ended without ending every other job."""
+    processes.start("refused", argv)
+    assert processes.children["refused"].wait(timeout=60) != 0
+    said = processes.log("refused")
+    assert ("refusing to start" in said and "prefork" in said) or "unrecognized arguments: --threads" in said, said
