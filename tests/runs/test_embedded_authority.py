@@ -1,8 +1,9 @@
 """The hot path's statements on the embedded SQLite: registering and recording uploads, and
 the group commit, are the same SQL texts as on PostgreSQL (runs.authority.sql.input_rows),
 so the tests that pin their behaviour run again here on SQLite, as `make run` has it, with
-the ownership rule's table of every path that acts for an attempt; so do those of overlap
-and misfire policies, whose claims and scans write rows back with runs.authority.sql.bulk_set
+the ownership rule's table of every path that acts for an attempt, and the attempts'
+deadlines (set at the claim, restarted at a batch's later start, capping every lease); so do
+those of overlap and misfire policies, whose claims and scans write rows back with runs.authority.sql.bulk_set
 (one statement per database, each its own SQL), and the plans of the hot statements over a
 million finished runs.
 
@@ -25,6 +26,7 @@ MODULES = [
     "tests/runs/test_stage_retry.py",
     "tests/runs/test_authority_flow.py",
     "tests/runs/test_ownership_rule.py",
+    "tests/runs/test_attempt_deadlines.py",
     "tests/workers/test_runtime.py",
     "tests/runs/test_overlap_policies.py",
     "tests/runs/test_misfire_catch_up.py",
