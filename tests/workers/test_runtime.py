@@ -265,6 +265,26 @@ def test_execute_batch__a_run_whose_lease_passed_while_it_waited__does_not_start
     assert attempt.deadline_at - attempt.started_at == timedelta(seconds=1)  # the claim's, not moved
 
 
+@pytest.mark.parametrize("second_timeout, groups", [(1, [2]), (600, [1, 1])])
+def test_execute_batch__waiting_outputs_are_published_before_a_job_that_could_outlast_their_leases(
+        tenant, monkeypatch, second_timeout, groups):
+    """Two quick jobs of one timeout are completed by one group commit; a job whose timeout
+    (600 s) reaches past the first output's lease cap (its 1 s deadline plus the grace) has
+    that output published before it starts."""
+    from workers.runtime import execute_batch
+
+    JobType.objects.filter(name="demo.sleep").update(timeout_seconds=1)
+    first = due_run(tenant, params={"seconds": 0})
+    JobType.objects.filter(name="demo.sleep").update(timeout_seconds=second_timeout)
+    second = due_run(tenant, params={"seconds": 0})
+    calls = count_calls(monkeypatch, "complete_many")
+
+    outcomes = execute_batch([first, second])
+
+    assert [o.outcome for o in outcomes] == ["succeeded", "succeeded"]
+    assert [len(outcomes_of_call[0]) for outcomes_of_call in calls] == groups
+
+
 def test_execute_batch__a_run_that_cannot_be_held__leaves_no_lease_kept_alive(tenant, monkeypatch):
     """Holding the second run of a batch fails: no attempt of the batch stays in the keeper
     (a kept lease would keep its run running forever); their leases lapse for the sweeper."""
