@@ -2,10 +2,12 @@
 socket, a pure-Python busy loop, one that swallows the interruption) is stopped at its job
 type's timeout, in a real Celery prefork worker fed by the relay through Redis (the job on
 the pool process's main thread), the same worker claiming through its idle claims (the job on
-a thread: a blocked read is stopped by ending the process), and in the embedded dispatcher's
-job processes. Each attempt is recorded failed with reason timeout by
-the worker itself (no sweeper runs here; the test queues the due retry, as a scanner does), the retry runs and times out too, and the one slot
-is free again: a quick job queued behind the stuck one succeeds.
+a thread: a blocked read is stopped by ending the process), a Celery solo worker (ended at
+the hard limit, started again by its supervisor), and in the embedded dispatcher's job
+processes. Each attempt is recorded failed with reason timeout by the worker itself (no
+sweeper runs here; the test queues the due retry, as a scanner does), the retry runs and
+times out too, and the one slot is free again: a quick job queued behind the stuck one
+succeeds. A pool that could not end a stuck job's process refuses to start.
 
 The bounds are on what holds under any load. Which limit stopped the job is read from its
 process ids (the soft interruption leaves the process alive, the hard limit ends it), not
