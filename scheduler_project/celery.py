@@ -104,10 +104,37 @@ def _start_idle_claims(**_):
     idle_claims.start()
 
 
+@worker_init.connect
+def _refuse_a_pool_that_cannot_stop_a_stuck_job(sender=None, **_):
+    """A job stuck past its hard timeout is stopped by ending the process it runs in
+    (workers.timeouts): a prefork pool process, which the pool replaces; with the solo pool the
+    worker itself, which its supervisor starts again. A pool of threads or greenlets runs
+    every job in one process that may not be ended for one of them: refused."""
+    import logging
+
+    from celery import concurrency
+    from django.conf import settings
+
+    from workers import timeouts
+
+    pool = concurrency.get_implementation(sender.pool_cls)
+    path = f"{pool.__module__}:{pool.__qualname__}"
+    name = next((alias for alias, target in concurrency.ALIASES.items() if target == path), path)
+    if name == "solo":
+        timeouts.allow_process_exit()
+        logging.getLogger(__name__).warning(
+            "solo pool: a job still running %gs past its timeout ends this worker process; run it under a "
+            "supervisor that starts it again", settings.JOB_HARD_TIMEOUT_GRACE_SECONDS)
+    elif path != concurrency.ALIASES["prefork"]:
+        raise SystemExit(f"refusing to start: the {name} pool runs every job in this one process, where a job "
+                         f"stuck past its timeout could be neither interrupted out of a blocking call nor ended; "
+                         f"use the prefork pool (or solo, under a supervisor)")
+
+
 @worker_process_init.connect
 def _may_end_at_a_hard_timeout(**_):
     """A prefork pool process is ended at a job's hard timeout; the pool starts another
-    (workers.timeouts). The solo pool's process is the worker itself: never."""
+    (workers.timeouts)."""
     import billiard
 
     from workers import timeouts

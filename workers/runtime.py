@@ -18,6 +18,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connection
 
 from runs import authority
@@ -45,6 +46,11 @@ log = logging.getLogger(__name__)
 FIRST_RETRY_DELAY, MAX_RETRY_DELAY = 0.1, 2.0  # backoff between repeats of a stage/complete call
 MAX_ERROR_CHARS = 2000
 GROUP_COMMIT_SECONDS = 0.05  # the longest a finished output waits to be published with others
+# A job that starts later than this after its claim (behind others of its batch) has the
+# authority count its deadline again from its start (_start_on_time); sooner, the claim's
+# deadline stands, the difference well inside JOB_TIMEOUT_LEASE_GRACE_SECONDS.
+DEADLINE_SLACK_SECONDS = 0.5
+PUBLISH_MARGIN_SECONDS = 1.0  # publishing a group, after the job that ran before it
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,9 @@ def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None,
     """Execute runs this process has just claimed (or another process of this host, at
     monotonic ``claimed_at``: the keeper counts their leases from the claim), one after another; every
     claimed attempt's lease is kept alive from the claim until the authority has answered its
-    completion. Outputs are published in groups (_Group). Outcomes in the order of ``runs``."""
+    completion. Outputs are published in groups (_Group). Outcomes in the order of ``runs``.
+    Each job has its whole timeout from its own start, on the worker and on the authority
+    (_start_on_time)."""
     keeper = lease_keeper()
     held: list[JobContext] = []
     group = _Group(keeper)
@@ -81,8 +89,10 @@ def execute_batch(runs: list[Run], *, heartbeat_interval: float | None = None,
             held.append(_hold(run, heartbeat_interval, claimed_at))
         # Strict runs (a start promise) first; the claim's order otherwise.
         for run, ctx in sorted(zip(runs, held), key=lambda pair: not pair[0].strict):
+            group.make_room(ctx)
             started = time.monotonic()
-            done = _execute(ctx, run.payload.get("jobType") or run.job_type, keeper)
+            done = (_start_on_time(ctx, keeper, started - claimed_at)
+                    or _execute(ctx, run.payload.get("jobType") or run.job_type, keeper))
             timing = (started, time.monotonic() - started)
             if isinstance(done, JobOutput):
                 group.add(run, ctx, done, timing)
@@ -127,6 +137,25 @@ def _outcome(run: Run, ctx: JobContext, done: tuple[str, str | None, str], timin
         checksum or "-", error[:200] or "-",
     )
     return result
+
+
+def _start_on_time(ctx: JobContext, keeper: LeaseKeeper, waited: float) -> tuple[str, str | None, str] | None:
+    """None when the job may start now with its whole timeout: it has none, or it starts
+    within DEADLINE_SLACK_SECONDS of its claim (the claim's deadline counts from there), or the
+    authority has just counted its deadline again from now. Else the outcome of an attempt
+    that lost its run while it waited, whose job does not start at all."""
+    if not ctx.control.timeout_seconds or waited <= DEADLINE_SLACK_SECONDS:
+        return None
+    if ctx.control.lost.is_set():
+        return "lost", None, ctx.control.lost_reason
+    try:
+        _deliver(keeper, [ctx], lambda: authority.restart_deadline(run_id=ctx.run_id, attempt_id=ctx.attempt_id,
+                                                                   fence=ctx.fence))
+    except StaleFence as exc:
+        return "stale", None, str(exc)
+    except TRANSIENT_DB_ERRORS as exc:
+        return "lost", None, f"deadline undeliverable: {_describe(exc)}"
+    return None
 
 
 def _execute(ctx: JobContext, job_type: str, keeper: LeaseKeeper) -> JobOutput | tuple[str, str | None, str]:
@@ -175,6 +204,24 @@ class _Group:
         pending, self.pending, self.first_at = self.pending, [], None
         for (run, ctx, _, timing), done in zip(pending, self._stage_and_complete(pending)):
             self.outcomes[ctx.attempt_id] = _outcome(run, ctx, done, timing)
+
+    def make_room(self, ctx: JobContext) -> None:
+        """Before the next job of the batch (``ctx``'s): publish the outputs waiting now if that
+        job, run to its hard limit, could outlast their leases, which end at their own deadlines
+        plus JOB_TIMEOUT_LEASE_GRACE_SECONDS. Quick jobs of one job type go on waiting together."""
+        if not self.pending:
+            return
+        timeout = ctx.control.timeout_seconds
+        worst_end = (time.monotonic() + timeout + settings.JOB_HARD_TIMEOUT_GRACE_SECONDS + PUBLISH_MARGIN_SECONDS
+                     if timeout else None)
+        for _, waiting, _, _ in self.pending:
+            if waiting.control.deadline is None:
+                continue
+            # Its start + its timeout; the authority's deadline is at most the slack earlier.
+            lease_end = waiting.control.deadline - DEADLINE_SLACK_SECONDS + settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS
+            if worst_end is None or worst_end > lease_end:
+                self.publish()
+                return
 
     def _stage_and_complete(self, pending) -> list[tuple[str, str | None, str]]:
         keeper = self.keeper

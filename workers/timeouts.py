@@ -9,13 +9,17 @@ ever checks in (``ctx.checkpoint()``, ``ctx.sleep()``).
   bytecode: a busy loop reaches it, a blocked call does not.
 - Hard, ``JOB_HARD_TIMEOUT_GRACE_SECONDS`` later, if the job has still not returned (a C call
   that does not come back, a job that swallows the exception): in a process that may be ended
-  (``allow_process_exit``: Celery's pool processes, the embedded pool's slot processes, whose
-  parents start another), the watchdog thread records the attempt failed with reason
-  ``timeout`` and ends the process (SIGKILL). Elsewhere it only says so in the log.
+  (``allow_process_exit``: Celery's prefork pool processes and the embedded pool's slot
+  processes, whose parents start another; a Celery solo worker, whose supervisor does), the
+  watchdog thread records the attempt failed with reason ``timeout`` and ends the process
+  (SIGKILL). No worker runs jobs anywhere else: a Celery pool of threads or greenlets is refused
+  at start-up (scheduler_project.celery). Only a process calling the runtime itself (a test, a
+  benchmark) is never ended: there the watchdog only says so in the log.
 
 Either way the authority does not depend on it: no lease outlasts the attempt's deadline
-(claim time + timeout, database time) by more than ``JOB_TIMEOUT_LEASE_GRACE_SECONDS``, and
-the sweeper records a lease that ended there as a timeout (runs.authority.sweep).
+(the job's start + timeout, database time: runtime._start_on_time) by more than
+``JOB_TIMEOUT_LEASE_GRACE_SECONDS``, and the sweeper records a lease that ended there as a
+timeout (runs.authority.sweep).
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ from workers.jobs.framework import JobContext, JobTimedOut
 
 log = logging.getLogger(__name__)
 
-_may_exit = False  # this process may be ended at a hard timeout (its parent replaces it)
+_may_exit = False  # this process may be ended at a hard timeout (its parent or supervisor replaces it)
 
 
 def allow_process_exit() -> None:
-    """Called in a process whose parent starts another when it ends: a Celery pool process
-    (scheduler_project.celery), an embedded pool's slot process (workers.job_processes)."""
+    """Called in a process that another starts again when it ends: a Celery prefork pool
+    process or solo worker (scheduler_project.celery), an embedded pool's slot process
+    (workers.job_processes)."""
     global _may_exit
     _may_exit = True
 

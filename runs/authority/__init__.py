@@ -16,7 +16,7 @@ from runs.authority.completion import complete
 from runs.authority.group_commit import Completed, Success, complete_succeeded
 from runs.authority.materialize import MaterializeStats, ScanCycle, materialize_due
 from runs.authority.operations import promote_due_runs, run_cancel, run_once, run_release, run_replay
-from runs.authority.ownership import heartbeat, heartbeat_many, still_owns
+from runs.authority.ownership import heartbeat, heartbeat_many, restart_deadline, still_owns
 from runs.authority.run_progress import record_progress
 from runs.authority.resume import resume_due_pauses, schedule_resume, schedules_resume_action
 from runs.authority.staging import Upload, check_result_size, result_key, stage_record, stage_register
@@ -49,6 +49,7 @@ __all__ = [
     "record_progress",
     "release_backfill",
     "result_key",
+    "restart_deadline",
     "resume_due_pauses",
     "run_cancel",
     "run_once",

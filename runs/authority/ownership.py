@@ -4,12 +4,12 @@ that extends its lease. Both judge by authority time, never by a worker's clock.
 from django.db import transaction
 
 from runs import metrics
+from runs.authority.leases import attempt_deadline, lease_until
 from runs.authority.owner import require_current
 from runs.authority.statements import dialect
 from runs.authority.statements.attempts import attempts_extend_leases_if_owned
 from runs.authority.statements.rows import transition
 from runs.authority.statements.runs import runs_exist_if_owned
-from runs.authority.leases import lease_until
 from kernel.clock import authority_now
 from runs.models import Attempt, AttemptState, Run, RunState
 from kernel.errors import Forbidden, NotFound, StaleFence
@@ -24,6 +24,24 @@ def heartbeat(*, run_id: str, attempt_id: str, fence: int, worker_token=None) ->
             raise NotFound("no such run")
         _extend(run, attempt_id, fence, worker_token)
         return run
+
+
+def restart_deadline(*, run_id: str, attempt_id: str, fence: int) -> None:
+    """The job of an attempt claimed a while ago (behind others of its batch) starts now: its
+    deadline counts again from now, on database time, and its lease is extended under it
+    (leases.lease_until), so the job has its whole timeout and the authority still
+    bounds it. StaleFence when the attempt no longer owns the run: a passed lease (one that
+    waited past its claim's deadline) is not revived."""
+    with metrics.counting_stale("heartbeat"), transaction.atomic(durable=True):
+        run = Run.objects.select_for_update().filter(id=run_id).first()
+        if run is None:
+            raise NotFound("no such run")
+        now = authority_now()
+        attempt = current_attempt(run, attempt_id, fence, now, operation="heartbeat")
+        deadline = attempt_deadline(now, run.payload)
+        until = lease_until(now, attempt.lease_seconds, deadline)
+        transition(run, {"state": RunState.RUNNING, "fence": fence}, lease_expires_at=until)
+        transition(attempt, {"state": AttemptState.RUNNING}, deadline_at=deadline, lease_expires_at=until)
 
 
 def still_owns(*, run_id: str, attempt_id: str, fence: int) -> bool:

@@ -2,13 +2,22 @@
 socket, a pure-Python busy loop, one that swallows the interruption) is stopped at its job
 type's timeout, in a real Celery prefork worker fed by the relay through Redis (the job on
 the pool process's main thread), the same worker claiming through its idle claims (the job on
-a thread: a blocked read is stopped by ending the process), and in the embedded dispatcher's
-job processes. Each attempt is recorded failed with reason timeout by
-the worker itself (no sweeper runs here; the test queues the due retry, as a scanner does), the retry runs and times out too, and the one slot
-is free again: a quick job queued behind the stuck one succeeds."""
+a thread: a blocked read is stopped by ending the process), a Celery solo worker (ended at
+the hard limit, started again by its supervisor), and in the embedded dispatcher's job
+processes. Each attempt is recorded failed with reason timeout by the worker itself (no
+sweeper runs here; the test queues the due retry, as a scanner does), the retry runs and
+times out too, and the one slot is free again: a quick job queued behind the stuck one
+succeeds. A pool that could not end a stuck job's process refuses to start.
+
+The bounds are on what holds under any load. Which limit stopped the job is read from its
+process ids (the soft interruption leaves the process alive, the hard limit ends it), not
+from wall time; no attempt ends before its timeout (or, ended hard, before the grace after
+it); and each ends before the authority's bound, its deadline plus the lease grace, in
+database time: a worker recording it any later would be refused, and no sweeper runs here."""
 
 import io
 import sys
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
@@ -19,14 +28,15 @@ from runs.models import Attempt, Run, RunState
 from schedules.models import JobType
 from tests.authority_steps import create_schedule
 from tests.child_env import database_url_of_test_db
-from tests.e2e.processes import wait_until
+from tests.e2e.processes import PYTHON, wait_until
 from workers.jobs import framework
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 MODULE = "tests.stuck_jobs"
-SOFT_BOUND = 1.5  # the interruption, and recording the failure, after the timeout
-HARD_BOUND = settings.JOB_HARD_TIMEOUT_GRACE_SECONDS + 1.5  # ending the process, after the timeout
+HARD_GRACE = settings.JOB_HARD_TIMEOUT_GRACE_SECONDS  # the hard limit, after the timeout
+LEASE_GRACE = timedelta(seconds=settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS)  # the authority's bound, after the deadline
+SOFT, HARD = "soft", "hard"
 
 
 @pytest.fixture
@@ -48,12 +58,41 @@ def stuck(monkeypatch, processes, tmp_path, tenant):
     return module
 
 
-@pytest.fixture(params=["celery", "celery-idle-claims", "embedded"])
+SOLO = [PYTHON, "-m", "celery", "-A", "scheduler_project", "worker", "-Q", "short", "-P", "solo", "-n", "solo@%h",
+        "--without-gossip", "--without-mingle", "-l", "info"]
+
+
+class Supervisor:
+    """What runs a solo worker in production (compose's restart policy, systemd): a worker
+    that ended is started again, here whenever the test looks (``check``)."""
+
+    def __init__(self, processes):
+        self.processes = processes
+        self.started = 0
+        self.start()
+
+    def start(self):
+        self.processes.start("worker", SOLO)
+        self.started += 1
+
+    def check(self):
+        if self.processes.children["worker"].poll() is not None:
+            self.start()
+
+
+@pytest.fixture(params=["celery", "celery-idle-claims", "celery-solo", "embedded"])
 def one_slot(request, processes, stuck, redis_url):
     """A worker with one slot of class short: a Celery worker of concurrency 1 and the relay
     (jobs on the pool process's main thread), the same worker with no relay (its idle claims
-    run the jobs on a thread of the pool process), or the embedded dispatcher with one job process."""
-    if request.param == "celery-idle-claims":
+    run the jobs on a thread of the pool process), a Celery solo worker and the relay (jobs on
+    the worker's own main thread; ended hard, its supervisor starts it again), or the embedded
+    dispatcher with one job process."""
+    if request.param == "celery-solo":
+        processes.env["REDIS_URL"] = redis_url
+        processes.manage("relay", "relay")
+        request.node.supervisor = Supervisor(processes)
+        wait_until(lambda: "ready" in processes.log("worker"), timeout=60, message="the worker to start")
+    elif request.param == "celery-idle-claims":
         processes.env.update(REDIS_URL=redis_url, IDLE_CLAIM_SECONDS="0.3")
         processes.celery_worker("worker", "short", concurrency=1)
         wait_until(lambda: "ready" in processes.log("worker"), timeout=60, message="the worker to start")
@@ -77,39 +116,55 @@ def attempts(run: Run) -> list[Attempt]:
     return list(Attempt.objects.filter(run=run).order_by("number"))
 
 
-@pytest.mark.parametrize("job, bound", [("STUCK_IN_C", SOFT_BOUND), ("BUSY_LOOP", SOFT_BOUND),
-                                        ("SWALLOWS", HARD_BOUND)])
-def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, tenant, processes, job, bound):
+@pytest.mark.parametrize("job, limit", [("STUCK_IN_C", SOFT), ("BUSY_LOOP", SOFT), ("SWALLOWS", HARD)])
+def test_a_job_that_never_checks_in_is_stopped_at_its_timeout(one_slot, stuck, tenant, processes, job, limit,
+                                                             request):
+    supervisor = getattr(request.node, "supervisor", None)
     if one_slot == "celery-idle-claims" and job == "STUCK_IN_C":
-        bound = HARD_BOUND  # off the main thread no signal interrupts a blocked read: its process is ended
+        limit = HARD  # off the main thread no signal interrupts a blocked read: its process is ended
     stuck_run = run_of(tenant, getattr(stuck, job))
     wait_until(lambda: (stuck.gate / f"{stuck_run.id}-1").exists(), timeout=30, message="attempt 1 to start")
     quick_run = run_of(tenant, stuck.QUICK)  # waits for the one slot
 
     def finished():
+        if supervisor is not None:
+            supervisor.check()
         authority.promote_due_runs()  # the scanner's part: the retry, due after its delay, is queued
         return Run.objects.filter(id__in=[stuck_run.id, quick_run.id], finished_at__isnull=False).count() == 2
 
-    wait_until(finished, timeout=2 * (stuck.TIMEOUT + bound) + 10, interval=0.1,
+    wait_until(finished, timeout=2 * (stuck.TIMEOUT + LEASE_GRACE.total_seconds()) + 10, interval=0.1,
                message=f"both runs to finish ({processes.log('worker')[-3000:]})")
 
     stuck_run.refresh_from_db()
     assert (stuck_run.state, stuck_run.attempt_count) == (RunState.FAILED, 2), stuck_run.error
     for attempt in attempts(stuck_run):  # the first failed and was retried, the retry failed too
         assert (attempt.state, attempt.reason, attempt.retryable) == ("failed", "timeout", True), attempt.error
-        assert attempt.error.startswith(f"timed out after {stuck.TIMEOUT}s")
+        assert attempt.error == f"timed out after {stuck.TIMEOUT}s"  # recorded by the worker, not a sweeper
+        assert attempt.deadline_at - attempt.started_at == timedelta(seconds=stuck.TIMEOUT)
         took = (attempt.finished_at - attempt.started_at).total_seconds()
-        assert stuck.TIMEOUT <= took <= stuck.TIMEOUT + bound, took
+        # Never before its timeout (ended hard: its grace after it); never past the authority's bound.
+        assert took >= stuck.TIMEOUT + (HARD_GRACE if limit == HARD else 0), took
+        assert attempt.finished_at <= attempt.deadline_at + LEASE_GRACE, took
         # The lease was released with the failure, not left to run out.
-        assert attempt.lease_expires_at <= attempt.deadline_at + _grace()
+        assert attempt.lease_expires_at <= attempt.deadline_at + LEASE_GRACE
     quick_run.refresh_from_db()
     assert quick_run.state == RunState.SUCCEEDED, quick_run.error
-    if bound == HARD_BOUND:
-        pids = {(stuck.gate / f"{stuck_run.id}-{n}").read_text() for n in (1, 2)}
-        assert len(pids) == 2  # each attempt's process was ended; its slot started another
+    pids = {(stuck.gate / f"{stuck_run.id}-{n}").read_text() for n in (1, 2)}
+    # Interrupted, the job's process lives on and takes the retry; ended, its slot started another.
+    assert len(pids) == (2 if limit == HARD else 1), pids
+    if supervisor is not None:  # the solo worker ended at a hard timeout, and only then
+        assert supervisor.started >= 2 if limit == HARD else supervisor.started == 1
 
 
-def _grace():
-    from datetime import timedelta
-
-    return timedelta(seconds=settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS)
+@pytest.mark.parametrize("argv", [
+    pytest.param([PYTHON, "-m", "celery", "-A", "scheduler_project", "worker", "-Q", "short", "-P", "threads",
+                  "--without-gossip", "--without-mingle"], id="celery-threads"),
+    pytest.param([PYTHON, "manage.py", "dispatch", "--threads"], id="dispatch-threads"),
+])
+def test_a_pool_where_a_stuck_job_could_not_be_ended__refuses_to_start(stuck, processes, argv):
+    """Jobs on threads of one process: a job stuck past its timeout could be neither
+    interrupted out of a blocking call nor ended without ending every other job."""
+    processes.start("refused", argv)
+    assert processes.children["refused"].wait(timeout=60) != 0
+    said = processes.log("refused")
+    assert ("refusing to start" in said and "prefork" in said) or "unrecognized arguments: --threads" in said, said

@@ -62,6 +62,30 @@ def test_heartbeat__past_the_capped_lease__refused_whatever_the_worker_s_clock(t
         authority.heartbeat(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence)
 
 
+def test_restart_deadline__counts_from_now_and_extends_the_lease_under_it(tenant):
+    """A job that waited behind others of its batch starts: its deadline counts again from now."""
+    run = timed_run(tenant, timeout=2, lease_seconds=60)
+    pass_deadline(run, 1)  # its claim's deadline passed a second ago; the grace still holds its lease
+    before = authority_now()
+    authority.restart_deadline(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence)
+    attempt = Attempt.objects.get(id=run.current_attempt_id)
+    assert before + timedelta(seconds=2) <= attempt.deadline_at <= authority_now() + timedelta(seconds=2)
+    assert attempt.lease_expires_at == attempt.deadline_at + GRACE  # still capped: not now + 60 s
+    assert Run.objects.get(id=run.id).lease_expires_at == attempt.lease_expires_at
+
+
+def test_restart_deadline__a_passed_lease_or_an_old_fence__refused_and_nothing_moved(tenant):
+    run = timed_run(tenant, timeout=2, lease_seconds=60)
+    with pytest.raises(StaleFence):
+        authority.restart_deadline(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence - 1)
+    Run.objects.filter(id=run.id).update(lease_expires_at=authority_now() - timedelta(seconds=1))
+    deadline = Attempt.objects.get(id=run.current_attempt_id).deadline_at
+    with pytest.raises(StaleFence):
+        authority.restart_deadline(run_id=run.id, attempt_id=run.current_attempt_id, fence=run.fence)
+    assert Attempt.objects.get(id=run.current_attempt_id).deadline_at == deadline
+    assert Run.objects.get(id=run.id).lease_expires_at < authority_now()
+
+
 def test_sweep__a_lease_that_ended_at_the_deadline__failed_timeout_then_retried_then_failed(tenant):
     run = timed_run(tenant, timeout=2, max_attempts=2)
     for number in (1, 2):

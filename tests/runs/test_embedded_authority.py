@@ -2,10 +2,11 @@
 the group commit, are the same SQL texts as on PostgreSQL
 (runs.authority.statements.dialect.input_rows), so the tests that pin their behaviour run
 again here on SQLite, as `make run` has it, with the ownership rule's table of every path
-that acts for an attempt; so do those of overlap and misfire policies, whose claims and
-scans write rows back with runs.authority.statements.rows.bulk_set (one statement per
-database, each its own SQL), the plans of the hot statements over a million finished runs,
-and the statement catalogue's own suite (tests/runs/test_statements.py).
+that acts for an attempt, and the attempts' deadlines (set at the claim, restarted at a
+batch's later start, capping every lease); so do those of overlap and misfire policies, whose
+claims and scans write rows back with runs.authority.statements.rows.bulk_set (one statement
+per database, each its own SQL), the plans of the hot statements over a million finished
+runs, and the statement catalogue's own suite (tests/runs/test_statements.py).
 
 They run in a child pytest with nothing configured (SQLite under the test's own var/),
 since this process's database is PostgreSQL; the fencing races run too, each of their
@@ -26,6 +27,7 @@ MODULES = [
     "tests/runs/test_stage_retry.py",
     "tests/runs/test_authority_flow.py",
     "tests/runs/test_ownership_rule.py",
+    "tests/runs/test_attempt_deadlines.py",
     "tests/workers/test_runtime.py",
     "tests/runs/test_overlap_policies.py",
     "tests/runs/test_misfire_catch_up.py",

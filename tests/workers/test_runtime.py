@@ -219,9 +219,13 @@ def test_execute__timeout_stops_the_job_and_allows_a_retry(tenant):
     assert attempt.retryable is True and "timed out" in attempt.error
 
 
-def test_execute_batch__each_job_s_timeout_counts_from_its_own_start(tenant):
-    """Two 0.7 s jobs with a 1 s timeout, claimed together and run one after the other:
-    the second's clock starts when it starts, so neither times out."""
+def test_execute_batch__each_job_s_timeout_counts_from_its_own_start__on_the_authority_too(tenant, settings):
+    """Two 0.7 s jobs with a 1 s timeout, claimed together and run one after the other: the
+    second's clock starts when it starts, on the worker and on the authority, so neither
+    times out. With a 0.3 s lease grace the claim's deadline would have ended the second's
+    lease (claim + 1.3 s) before it finished (claim + 1.4 s); and the first's output, had it
+    waited for the second job to be published with it, would have been refused the same way."""
+    settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS = 0.3
     JobType.objects.filter(name="demo.sleep").update(timeout_seconds=1)
     for name in ("a", "b"):
         schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec({
@@ -232,8 +236,53 @@ def test_execute_batch__each_job_s_timeout_counts_from_its_own_start(tenant):
 
     outcomes = claim_and_execute(resource_classes=["short"], worker_label="w", limit=2)
 
-    assert [o.outcome for o in outcomes] == ["succeeded", "succeeded"]
+    assert [o.outcome for o in outcomes] == ["succeeded", "succeeded"], [o.error for o in outcomes]
     assert all(0.6 < o.job_seconds < 1 for o in outcomes)
+    first, second = (Attempt.objects.get(id=o.attempt_id) for o in outcomes)
+    assert first.started_at == second.started_at  # one claim
+    assert first.deadline_at - first.started_at == timedelta(seconds=1)  # started at once: the claim's deadline
+    assert second.deadline_at - second.started_at >= timedelta(seconds=1.6)  # from its own start
+
+
+def test_execute_batch__a_run_whose_lease_passed_while_it_waited__does_not_start(tenant, settings):
+    """The authority still bounds a run waiting in its batch: the first job outlasts the
+    second's deadline plus the grace, so the second's lease has passed when its turn comes;
+    its job never starts and nothing revives the lease (the sweeper takes the run)."""
+    from workers.runtime import execute_batch
+
+    settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS = 0.2
+    JobType.objects.filter(name="demo.sleep").update(timeout_seconds=30)
+    slow = due_run(tenant, params={"seconds": 1.5})
+    JobType.objects.filter(name="demo.sleep").update(timeout_seconds=1)  # the next run's payload
+    waiting = due_run(tenant, params={"seconds": 0, "fail": "permanent"})  # would fail, were it run
+
+    outcomes = execute_batch([slow, waiting])  # the keeper beats every 10 s: not before the turn comes
+
+    assert [o.outcome for o in outcomes] == ["succeeded", "stale"], [o.error for o in outcomes]
+    waiting.refresh_from_db()
+    assert waiting.state == RunState.RUNNING and waiting.lease_expires_at <= authority_now()
+    attempt = Attempt.objects.get(id=waiting.current_attempt_id)
+    assert attempt.deadline_at - attempt.started_at == timedelta(seconds=1)  # the claim's, not moved
+
+
+@pytest.mark.parametrize("second_timeout, groups", [(1, [2]), (600, [1, 1])])
+def test_execute_batch__waiting_outputs_are_published_before_a_job_that_could_outlast_their_leases(
+        tenant, monkeypatch, second_timeout, groups):
+    """Two quick jobs of one timeout are completed by one group commit; a job whose timeout
+    (600 s) reaches past the first output's lease cap (its 1 s deadline plus the grace) has
+    that output published before it starts."""
+    from workers.runtime import execute_batch
+
+    JobType.objects.filter(name="demo.sleep").update(timeout_seconds=1)
+    first = due_run(tenant, params={"seconds": 0})
+    JobType.objects.filter(name="demo.sleep").update(timeout_seconds=second_timeout)
+    second = due_run(tenant, params={"seconds": 0})
+    calls = count_calls(monkeypatch, "complete_many")
+
+    outcomes = execute_batch([first, second])
+
+    assert [o.outcome for o in outcomes] == ["succeeded", "succeeded"]
+    assert [len(outcomes_of_call[0]) for outcomes_of_call in calls] == groups
 
 
 def test_execute_batch__a_run_that_cannot_be_held__leaves_no_lease_kept_alive(tenant, monkeypatch):

@@ -21,15 +21,14 @@ class Command(BaseCommand):
         parser.add_argument("--pools", default="short=4,long=1,memory=1",
                             help="slots per resource class, e.g. short=4,long=1")
         parser.add_argument("--poll-interval", type=float, default=0.2)
-        parser.add_argument("--threads", action="store_true",
-                            help="run jobs on the pool's threads, not in job processes: a job past its timeout "
-                                 "is then only stopped when it checks in (workers/timeouts.py)")
 
-    def handle(self, *args, pools, poll_interval, threads, **options):
+    def handle(self, *args, pools, poll_interval, **options):
         require_secrets()
         try:
             pools = parse_pools(pools)
         except ValueError:
             raise CommandError("--pools looks like short=4,long=1")
         self.stdout.write(f"dispatch: pools {pools}")
-        EmbeddedDispatcher(pools, poll_interval=poll_interval, job_processes=not threads).run(Stopper())
+        # Jobs in job processes, which a hard timeout may end (workers.job_processes): never on
+        # the dispatcher's threads, where a job stuck past its timeout could be neither stopped nor ended.
+        EmbeddedDispatcher(pools, poll_interval=poll_interval, job_processes=True).run(Stopper())
