@@ -1,3 +1,5 @@
+import argparse
+
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.loops import Stopper
@@ -21,8 +23,13 @@ class Command(BaseCommand):
         parser.add_argument("--pools", default="short=4,long=1,memory=1",
                             help="slots per resource class, e.g. short=4,long=1")
         parser.add_argument("--poll-interval", type=float, default=0.2)
+        # Gone: jobs on the dispatcher's own threads could never be stopped at their timeout.
+        parser.add_argument("--threads", action="store_true", help=argparse.SUPPRESS)
 
-    def handle(self, *args, pools, poll_interval, **options):
+    def handle(self, *args, pools, poll_interval, threads, **options):
+        if threads:
+            raise CommandError("--threads is gone: every job runs in a job process, which a hard timeout can end "
+                               "(docs/operations.md, 'Worker pools and stuck jobs'); drop the flag")
         require_secrets()
         try:
             pools = parse_pools(pools)
