@@ -142,6 +142,15 @@ class StoredRules:
         return rule.bound(self.calendars[tenant_id, refs])
 
 
+def proposed_rule(schedule, rule: recurrence.Rule) -> recurrence.Rule:
+    """`rule` as `schedule` (not stored yet, or as an edit would store it) would have the
+    scanner read it: in its window, under its calendars (the tenant's, read now; one not
+    found is left out, the write answers 404 for it), as StoredRules reads a stored rule."""
+    rule = schedule_calendar_rule(rule, schedule.calendar).within(schedule.active_from, schedule.active_until)
+    refs = rule.calendar_refs()
+    return rule.bound(calendar_days_for(refs, tenant_id=schedule.tenant_id)) if refs else rule
+
+
 def rule_identity(rule: recurrence.Rule) -> str:
     """Equal for rules with the same instants: the recurrence, its window and its calendars."""
     window = [at.isoformat() if at else None for at in (rule.active_from, rule.active_until)]
