@@ -8,7 +8,7 @@ from django.test import Client
 
 from runs.capacity.live import slots_report
 from runs.models import Run
-from schedules.models import AuthorKind, Schedule
+from schedules.models import AuthorKind, OccurrenceDirective, Schedule
 from tests.api.conftest import create_schedule, run_once
 from tests.factories import make_tenant
 
@@ -445,3 +445,41 @@ def test_admin_change_page__lists_coming_occurrences_with_their_directives(admin
     page = admin_client.get(change_url(schedule_id)).content.decode()
     assert "Coming occurrences and their directives" in page
     assert "hold: audit first (by acme)" in page and f"/console/schedules/{schedule_id}/" in page
+
+
+def test_admin_directives__listed_read_only_with_schedule_instant_kind_note_and_filters(admin_client, client):
+    schedule_id = create_schedule(client, name="ledger", recurrence={"kind": "cron", "cron": "0 9 * * *",
+                                                                      "timezone": "America/New_York"})["scheduleId"]
+    first, second = (o["at"] for o in client.get(f"/api/v1/schedules/{schedule_id}/occurrences?limit=2").json()["results"])
+    for at, body in ((first, {"action": "skip", "note": "bank holiday"}), (second, {"action": "hold", "note": "audit"})):
+        assert client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{at}", body, format="json").status_code == 200
+    listing = "/admin/schedules/occurrencedirective/"
+
+    page = admin_client.get(listing)
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "ledger" in text and "bank holiday" in text and "audit" in text and "(America/New_York)" in text
+    assert [d.note for d in page.context["cl"].result_list] == ["bank holiday", "audit"]  # by instant
+    skipped = admin_client.get(listing, {"action__exact": "skip"}).context["cl"].result_list
+    assert [d.action for d in skipped] == ["skip"]
+    # A PATCH whose rule no longer produces them orphans both: the filter finds them.
+    assert client.patch(f"/api/v1/schedules/{schedule_id}", {"expectedRevision": 1, "recurrence": {
+        "kind": "cron", "cron": "30 9 * * *", "timezone": "America/New_York"}}).status_code == 200
+    assert len(admin_client.get(listing, {"orphaned": "yes"}).context["cl"].result_list) == 2
+    assert len(admin_client.get(listing, {"orphaned": "no"}).context["cl"].result_list) == 0
+    assert len(admin_client.get(listing, {"q": schedule_id}).context["cl"].result_list) == 2
+    # Read-only: no add, change or delete; edits go through the API or the console.
+    directive = OccurrenceDirective.objects.get(note="audit")
+    assert admin_client.get(listing + "add/").status_code == 403
+    view = admin_client.get(f"{listing}{directive.pk}/change/")
+    assert view.status_code == 200 and b"Save" not in view.content
+    assert admin_client.post(f"{listing}{directive.pk}/change/", {"note": "changed"}).status_code == 403
+    assert admin_client.post(f"{listing}{directive.pk}/delete/", {"post": "yes"}).status_code == 403
+    directive.refresh_from_db()
+    assert directive.note == "audit"
+    assert f"{listing}?q={schedule_id}" in admin_client.get(change_url(schedule_id)).content.decode()
+
+
+def test_admin_directives__staff_only(client):
+    assert Client().get("/admin/schedules/occurrencedirective/").status_code == 302  # to the login page
