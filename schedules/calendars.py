@@ -22,12 +22,14 @@ from schedules.models import (
     AuthorKind,
     Calendar,
     CalendarRevision,
+    OccurrenceDirective,
     Schedule,
     ScheduleCalendar,
     Tenant,
 )
 from schedules.recurrence.calendars import CalendarDays
 from schedules.selectors import occurrences_left
+from kernel.clock import authority_now
 from kernel.errors import InvalidRequest, InvalidState, NotFound, RevisionConflict
 
 MAX_ANNUAL_DATES = 366
@@ -317,7 +319,11 @@ def calendar_delete(*, tenant: Tenant, calendar_id: str) -> None:
 def calendar_recompute_schedules(calendar_id: str, *, batch: int = CALENDAR_RECOMPUTE_BATCH) -> int:
     """next_run_at of the live, running schedules using the calendar, computed again under
     its current exclusions from where their materialization stopped (next_run_from): one
-    transaction per `batch` schedules, each locked and re-read. Returns how many changed."""
+    transaction per `batch` schedules, each locked and re-read. Returns how many changed.
+    The directives of coming instants follow as after a schedule edit: orphaned when the
+    calendar now skips or moves their instant, adopted back when it is produced again."""
+    from schedules.directives import reconcile_directives
+
     changed, after_id = 0, ""
     while True:
         ids = list(ScheduleCalendar.objects.filter(calendar_id=calendar_id, schedule_id__gt=after_id)
@@ -326,9 +332,17 @@ def calendar_recompute_schedules(calendar_id: str, *, batch: int = CALENDAR_RECO
             return changed
         after_id = ids[-1]
         with transaction.atomic(durable=True):
-            # A schedule whose every instant was excluded has no next_run_at; an edit may give it one.
+            now = authority_now()
+            directed = set(OccurrenceDirective.objects.filter(schedule_id__in=ids, instant__gt=now)
+                           .values_list("schedule_id", flat=True).distinct())
+            # A schedule whose every instant was excluded has no next_run_at; an edit may give it
+            # one. A paused one is locked only for its directives.
             schedules = list(Schedule.objects.select_for_update(of=("self",)).filter(
-                id__in=ids, deleted_at__isnull=True, paused=False).order_by("id"))
+                Q(paused=False) | Q(id__in=directed), id__in=ids, deleted_at__isnull=True).order_by("id"))
+            for schedule in schedules:
+                if schedule.id in directed:
+                    reconcile_directives(schedule, now)
+            schedules = [schedule for schedule in schedules if not schedule.paused]
             refs = set()
             rules = {}
             for schedule in schedules:
