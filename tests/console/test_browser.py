@@ -259,3 +259,19 @@ def test_browser__hold_a_coming_occurrence_then_release_its_run__and_note_anothe
     click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, "#held button.release"))
     assert "Released" in text_of(browser, ".messages")
     assert Run.objects.get(id=held.id).state == RunState.QUEUED
+
+
+def test_browser__schedule_under_a_calendar_shows_its_moved_and_excluded_instants(browser, world, live_server):
+    from schedules.calendars import calendar_create
+
+    today = authority_now().date()
+    wednesday = today + timedelta(days=(2 - today.weekday()) % 7 or 7)
+    closures = calendar_create(tenant=world.tenant, fields={"name": "Founders day",
+                                                             "exclude_dates": [wednesday.isoformat()]})
+    schedule = create_schedule(world.tenant, name="weekly-ledger", cron="0 9 * * 3", zone="America/New_York",
+                               calendar={"calendarIds": [closures.id], "policy": "shift_after"})
+    browser.get(f"{live_server.url}/console/schedules/{schedule.id}/")
+    shown = text_of(browser, "#next-instants")
+    assert "excluded by Founders day" in shown and "moved from" in shown
+    assert "Founders day" in text_of(browser, "#rule .words")
+    looks_right(browser, "schedule-under-a-calendar")
