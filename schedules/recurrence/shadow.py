@@ -23,6 +23,7 @@ from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from schedules.recurrence.calendars import next_occurrence
+from schedules.recurrence.instants import renderable
 from schedules.recurrence.rules import Rule, in_window, next_after
 
 UTC = timezone.utc
@@ -116,6 +117,13 @@ def business_days_next(rule: Rule, after: datetime):
     local time in a DST gap or fold read as zoneinfo reads it (fold=0)."""
     if rule.kind != "business_day":
         return NotImplemented
+    try:
+        return _business_days_after(rule, after)
+    except OverflowError:  # the edge of datetime's range: no instant to show
+        return None
+
+
+def _business_days_after(rule: Rule, after: datetime) -> datetime | None:
     zone = ZoneInfo(rule.timezone)
     calendars = rule.business.calendars if rule.business is not None else ()
     local = after.astimezone(zone)
@@ -124,16 +132,21 @@ def business_days_next(rule: Rule, after: datetime):
         open_days = []
         for number in range(1, calendar.monthrange(year, month)[1] + 1):
             day = date(year, month, number)
-            instant = datetime.combine(day, rule.at_time, tzinfo=zone).astimezone(UTC)
-            if day.isoweekday() <= 5 and not any(_excludes(days, instant) for days in calendars):
+            try:
+                instant = datetime.combine(day, rule.at_time, tzinfo=zone).astimezone(UTC)
+                excluded = any(_excludes(days, instant) for days in calendars)
+            except OverflowError:  # a local time past datetime's range: no instant, still a day
+                instant, excluded = None, False
+            if day.isoweekday() <= 5 and not excluded:
                 open_days.append(instant)
         count = len(open_days)
-        chosen = sorted({open_days[n - 1 if n > 0 else count + n] for n in rule.days if 0 < abs(n) <= count})
+        chosen = sorted({open_days[n - 1 if n > 0 else count + n] for n in rule.days if 0 < abs(n) <= count} - {None})
         later = [instant for instant in chosen if instant > after]
         if later:
-            return later[0]
+            # The next instant within a day of datetime's range is never shown (instants.renderable): none.
+            return later[0] if renderable(later[0]) else None
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)
-        if year > 9998:
+        if year > 9999:
             return None
     return None
 

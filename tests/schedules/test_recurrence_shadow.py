@@ -152,6 +152,19 @@ def test_business_days_candidate__agrees_with_the_builtin_engine(days, at, zone,
     assert compare_window(rule, datetime(2021, 1, 1, tzinfo=UTC), 366 * 4, business_days_next) == []
 
 
+@pytest.mark.parametrize("zone", ["America/New_York", "Etc/GMT+12", "Pacific/Kiritimati", "UTC"])
+def test_business_days_candidate__agrees_at_the_edges_of_the_calendar(zone):
+    """The last local hours of 9999 lie past datetime's range: their business days still
+    count (in New York the third last of December 9999 is the 29th), they never fire."""
+    for days in ([-1, 1], [-3, 5], [23], [-23]):
+        rule = _business_day(days, "23:30", zone)
+        assert compare_window(rule, datetime(9999, 6, 1, tzinfo=UTC), 200, business_days_next) == [], days
+        assert compare_window(rule, datetime(1, 1, 1, tzinfo=UTC), 100, business_days_next) == [], days
+    if zone == "America/New_York":
+        third_last = _business_day([-3], "23:30", zone)
+        assert next_after(third_last, datetime(9999, 12, 8, tzinfo=UTC)) == datetime(9999, 12, 30, 4, 30, tzinfo=UTC)
+
+
 def test_business_days_candidate__no_opinion_on_other_kinds_and_croniter_none_on_business_days():
     assert business_days_next(cron("0 9 * * *"), datetime(2027, 1, 1, tzinfo=UTC)) is NotImplemented
     rule = _business_day([1], "09:00", "UTC")
