@@ -197,10 +197,10 @@ class _Check:
         # The simulation starts a warm-up before the first instant checked, or now.
         start = max(now, instants[0] - timedelta(seconds=WARM_UP_SECONDS + deadline))
         end = instants[-1] + timedelta(seconds=max(JITTER_LADDER) + 1)
-        if left is not None:
-            rule = _ending_after(rule, left, now, end)
         walk = Budget(steps.left)
         try:
+            if left is not None:
+                rule = _ending_after(rule, left, now, end, walk)
             # Only the candidate's class shares its slots: no other class's load is read.
             due = occurrences_due(start, end, exclude=schedule.id, durations=schedule_durations, budget=walk,
                                   resource_class=rc)
@@ -251,10 +251,10 @@ class _Check:
         return sum(a.count for a in self.work.arrivals) + len(self.work.busy_until) + len(self.instants) + 1
 
 
-def _ending_after(rule, left: int, now: datetime, end: datetime):
+def _ending_after(rule, left: int, now: datetime, end: datetime, budget: Budget):
     """`rule` ending at the last of the `left` instants from `now` on it may still
     materialize, when that one comes before `end` (the simulation's)."""
-    remaining = rule_instants(rule, now, end, most=left)
+    remaining = rule_instants(rule, now, end, budget, most=left)
     if len(remaining) < left:
         return rule
     return rule.within(rule.active_from, remaining[-1])
