@@ -2,7 +2,7 @@
 (it fires a repeated local time at its second occurrence) is caught at materialization
 and by `manage.py recurrence_shadow`, while the builtin engine stays authoritative."""
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from io import StringIO
 from zoneinfo import ZoneInfo
 
@@ -32,6 +32,12 @@ def fold_day_candidate(rule, after):
     local = active.astimezone(ZoneInfo(rule.timezone))
     second = local.replace(fold=1)
     return second.astimezone(UTC) if second.utcoffset() != local.utcoffset() else active
+
+
+def hour_late_business_days(rule, after):
+    """The business_days candidate, an hour late: every business_day rule disagrees."""
+    found = business_days_next(rule, after - timedelta(hours=1))
+    return found if found in (None, NotImplemented) else found + timedelta(hours=1)
 
 
 def cron(text: str, zone: str = "UTC"):
@@ -208,3 +214,23 @@ def test_recurrence_shadow_command__reads_each_schedule_under_its_calendars(tena
     call_command("recurrence_shadow", "--candidate", "business_days", "--days", "400",
                  "--after", "2027-01-01T00:00:00Z", stdout=out)
     assert "business_days: 0 mismatches over 2 rules" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_recurrence_shadow_command__names_the_business_day_rule_and_its_calendars(tenant, settings):
+    from schedules.calendars import calendar_create
+
+    settings.RECURRENCE_CANDIDATES = {"late": "tests.schedules.test_recurrence_shadow.hour_late_business_days"}
+    closures = calendar_create(tenant=tenant, fields={"name": "closures", "exclude_dates": ["2027-03-31"]})
+    schedule = create_schedule(tenant, name="month end", recurrence={
+        "kind": "business_day", "days": [-1], "at": "17:00", "timezone": NEW_YORK, "calendarIds": [closures.id]},
+        calendar={"calendarIds": [closures.id], "policy": "skip"})
+    out = StringIO()
+    with pytest.raises(SystemExit):
+        call_command("recurrence_shadow", "--candidate", "late", "--days", "40", "--after", "2027-03-01T00:00:00Z",
+                     stdout=out)
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith(f"{schedule.id} 'month end' business_day days -1 at 17:00:00 America/New_York")
+    assert f"calendars {closures.id} (skip)" in first
+    # The last business day of March 2027 is the 30th: the closures calendar takes the 31st.
+    assert "active 2027-03-30T21:00:00Z" in first and "candidate 2027-03-30T22:00:00Z" in first

@@ -60,6 +60,8 @@ class Command(BaseCommand):
 def _rule_text(rule) -> str:
     if rule.kind == "cron":
         return f"{rule.cron} (dialect {rule.dialect}) "
+    if rule.kind == "business_day":
+        return f"days {','.join(str(n) for n in rule.days)} at {rule.at_time:%H:%M:%S} "
     return f"{rule.rrule.text} " if rule.kind == "rrule" else ""
 
 
