@@ -17,7 +17,7 @@ from runs.capacity.statistics import job_type_statistics, schedule_durations, sc
 from runs.models import Run
 from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
 from schedules.audit import staff_actor
-from schedules.directives import occurrences_between, orphaned_directives
+from schedules.directives import directive_delete, occurrences_between, orphaned_directives
 from schedules.models import (
     ApiToken, AuditEntry, BulkAction, ConcurrencyLimit, JobType, OccurrenceDirective, Schedule, ShadowDisagreement,
     Tenant,
@@ -408,9 +408,10 @@ class OrphanedFilter(admin.SimpleListFilter):
 
 @admin.register(OccurrenceDirective)
 class OccurrenceDirectiveAdmin(ReadOnlyAdmin):
-    """Skip, hold and note directives on single coming instants (read-only). They are set and
-    removed through the API or the console's schedule page, which check that the instant is
-    one the rule produces and not yet materialized, under the schedule's lock, and audit it."""
+    """Skip, hold and note directives on single coming instants (read-only). They are set
+    through the API or the console's schedule page, which check that the instant is one the
+    rule produces and not yet materialized, under the schedule's lock, and audit it; the one
+    action here, removal, goes through the same service."""
 
     list_display = ("schedule", "instant_shown", "action", "note", "actor_kind", "actor", "created_at", "orphaned_at")
     list_filter = ("action", OrphanedFilter, "actor_kind", "tenant")
@@ -418,6 +419,13 @@ class OccurrenceDirectiveAdmin(ReadOnlyAdmin):
     list_select_related = ("schedule", "tenant")
     date_hierarchy = "instant"
     ordering = ("instant", "schedule_id")
+    actions = ["remove"]
+
+    @admin.action(description="Remove selected directives (not yet applied)")
+    def remove(self, request, queryset):
+        actor = staff_actor(request.user)
+        apply_to_each(self, request, queryset.select_related("tenant"), lambda d: directive_delete(
+            tenant=d.tenant, schedule_id=d.schedule_id, at=d.instant, actor=actor), "Removed")
 
     @admin.display(description="instant (the schedule's zone)", ordering="instant")
     def instant_shown(self, obj):

@@ -483,3 +483,48 @@ def test_admin_directives__listed_read_only_with_schedule_instant_kind_note_and_
 
 def test_admin_directives__staff_only(client):
     assert Client().get("/admin/schedules/occurrencedirective/").status_code == 302  # to the login page
+
+
+def test_admin_directives__remove_action_goes_through_the_service_and_is_audited(admin_client, client):
+    from schedules.models import AuditEntry
+
+    schedule_id = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})["scheduleId"]
+    at = client.get(f"/api/v1/schedules/{schedule_id}/occurrences?limit=1").json()["results"][0]["at"]
+    client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{at}", {"action": "skip"}, format="json")
+    directive = OccurrenceDirective.objects.get()
+
+    page = action(admin_client, "schedules/occurrencedirective", "remove", [directive.pk])
+
+    assert "Removed 1 item(s)." in page.content.decode()
+    assert not OccurrenceDirective.objects.exists()
+    entry = AuditEntry.objects.filter(schedule_id=schedule_id).latest("id")
+    assert (entry.action, entry.actor_kind, entry.actor) == ("clear_directive", "admin", "root")
+
+
+def test_admin_runs__release_action_releases_a_held_run_through_the_authority(admin_client, client):
+    import time
+    from datetime import timedelta
+
+    from runs import authority
+    from schedules.models import AuditEntry
+    from kernel.clock import authority_now, instant
+
+    first = authority_now().replace(microsecond=0) + timedelta(seconds=2)
+    schedule_id = create_schedule(client, recurrence={"kind": "interval", "everySeconds": 3600,
+                                                      "anchor": instant(first)})["scheduleId"]
+    assert client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{instant(first)}", {"action": "hold"},
+                      format="json").status_code == 200
+    other = run_once(client, schedule_id)["runId"]  # not held: refused, named in the message
+    time.sleep(max(0.0, (first - authority_now()).total_seconds()) + 0.05)
+    authority.materialize_due()
+    held = Run.objects.get(schedule_id=schedule_id, trigger="schedule")
+    assert (held.state, held.pending_reason) == ("pending", "held")
+    listed = admin_client.get("/admin/runs/run/", {"pending_reason__exact": "held"}).context["cl"].result_list
+    assert [run.id for run in listed] == [held.id]
+
+    page = action(admin_client, "runs/run", "release", [held.id, other]).content.decode()
+
+    assert "Released 1 item(s)." in page and "only a held run can be released" in page
+    assert Run.objects.get(id=held.id).state == "queued"
+    entry = AuditEntry.objects.filter(schedule_id=schedule_id, action="release").get()
+    assert (entry.actor_kind, entry.actor) == ("admin", "root")
