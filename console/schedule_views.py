@@ -74,19 +74,46 @@ def _row(schedule: Schedule, count: int = PREVIEW, names: dict | None = None) ->
             "instants": _next_instants(schedule, count), "ended": schedule_ended(schedule, now=authority_now)}
 
 
-def _next_instants(schedule: Schedule, count: int) -> list:
-    """The next `count` instants (UTC datetimes); none while paused or deleted."""
+def _coming_rule(schedule: Schedule) -> recurrence.Rule | None:
+    """The rule the scanner reads (window, calendars) of a running schedule; None while paused,
+    deleted or ended, or for a row stored under older, looser rules."""
     if schedule.next_run_at is None:
-        return []
+        return None
     try:
         rule = recurrence.parse_rule(schedule.recurrence, anchor_required=False).anchored(schedule.next_run_at).within(
             schedule.active_from, schedule.active_until)
     except (recurrence.RecurrenceError, TypeError, ValueError):
-        return []
+        return None
     rule = schedule_calendar_rule(rule, schedule.calendar)
-    if rule.calendar_refs():
-        rule = rule_bound(rule, schedule.tenant_id)
+    return rule_bound(rule, schedule.tenant_id) if rule.calendar_refs() else rule
+
+
+def _next_instants(schedule: Schedule, count: int) -> list:
+    """The next `count` instants (UTC datetimes); none while paused or deleted."""
+    rule = _coming_rule(schedule)
+    if rule is None:
+        return []
     return [schedule.next_run_at, *recurrence.preview(rule, schedule.next_run_at, count - 1)]
+
+
+def _preview(schedule: Schedule, count: int, names: dict) -> list[dict]:
+    """The next `count` instants as the API's preview with includeExcluded shows them: each
+    occurrence with the instant its calendar moved it from, and among them the rule instants
+    a calendar excludes, with the calendar's name."""
+    rule = _coming_rule(schedule)
+    if rule is None:
+        return []
+    if rule.calendar is None:
+        return [{"at": at} for at in _next_instants(schedule, count)]
+    # From where the schedule's materialization stopped: an instant excluded since is listed too.
+    start = schedule.next_run_at - timedelta(microseconds=1)
+    if schedule.next_run_from is not None and schedule.next_run_from < start:
+        start = schedule.next_run_from
+    entries = [(at, moved, excluded) for at, moved, excluded in
+               recurrence.preview_entries(rule, start, 2 * count, include_excluded=True)
+               if excluded or at >= schedule.next_run_at]
+    return [{"at": at, "moved_from": moved, "excluded": names.get(excluded, excluded) if excluded else None}
+            for at, moved, excluded in entries[:count]]
 
 
 @staff_only
@@ -104,7 +131,7 @@ def schedule_detail(request, schedule_id):
     context = {
         "schedule": schedule,
         "row": row,
-        "preview": row["instants"][:PREVIEW],
+        "preview": _preview(schedule, PREVIEW, calendar_names_of([schedule])),
         "runs": runs,
         "axis": occurrence_axis(found, row["zone"], now, drawn),
         "legend": counts(found),

@@ -1,12 +1,13 @@
-"""Operator views of runs: read-only; the only action is cancellation through the authority."""
+"""Operator views of runs: read-only; the actions (cancel, release a held run) go through the authority."""
 
 from django.contrib import admin
 
-from runs.authority import run_cancel
+from runs.authority import run_cancel, run_release
 from runs.models import Attempt, Incident, Outbox, Run, StoredObject
 from scheduler_project.http.representations import run_progress_representation
 from schedules.admin import ReadOnlyAdmin, apply_to_each
 from schedules.admin_forms import schedule_zone, zoned
+from schedules.audit import staff_actor
 
 
 class AttemptInline(admin.TabularInline):
@@ -30,12 +31,12 @@ class RunAdmin(ReadOnlyAdmin):
     list_display = ("id", "schedule", "state", "progress", "attempt_count", "scheduled_at", "scheduled_local",
                     "due_at", "finished_at")
     readonly_fields = ("progress",)
-    list_filter = ("state", "trigger", "job_type")
+    list_filter = ("state", "pending_reason", "trigger", "job_type")
     search_fields = ("id", "schedule__id", "schedule__name")
     list_select_related = ("schedule",)
     date_hierarchy = "scheduled_at"
     inlines = [AttemptInline]
-    actions = ["cancel"]
+    actions = ["cancel", "release"]
 
     @admin.display(description="scheduled, in the schedule's zone", ordering="scheduled_at")
     def scheduled_local(self, run):
@@ -52,6 +53,12 @@ class RunAdmin(ReadOnlyAdmin):
     @admin.action(description="Cancel selected runs")
     def cancel(self, request, queryset):
         apply_to_each(self, request, queryset, lambda run: run_cancel(tenant=run.tenant, run_id=run.id), "Canceled")
+
+    @admin.action(description="Release selected held runs")
+    def release(self, request, queryset):
+        actor = staff_actor(request.user)
+        apply_to_each(self, request, queryset,
+                      lambda run: run_release(tenant=run.tenant, run_id=run.id, actor=actor), "Released")
 
 
 @admin.register(Outbox)

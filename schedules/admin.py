@@ -17,9 +17,10 @@ from runs.capacity.statistics import job_type_statistics, schedule_durations, sc
 from runs.models import Run
 from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
 from schedules.audit import staff_actor
-from schedule_services.directives import occurrences_between, orphaned_directives
+from schedule_services.directives import directive_delete, occurrences_between, orphaned_directives
 from schedules.models import (
-    ApiToken, AuditEntry, BulkAction, ConcurrencyLimit, JobType, Schedule, ShadowDisagreement, Tenant,
+    ApiToken, AuditEntry, BulkAction, ConcurrencyLimit, JobType, OccurrenceDirective, Schedule, ShadowDisagreement,
+    Tenant,
 )
 from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.selectors import schedule_rule
@@ -324,10 +325,12 @@ class ScheduleAdmin(admin.ModelAdmin):
              if o.directive else "", o.state or "")
             for o in occurrences_between(obj, now, now + timedelta(days=366), COMING_OCCURRENCES)))
         orphaned = len(orphaned_directives(obj))
+        every = reverse("admin:schedules_occurrencedirective_changelist") + "?" + urlencode({"q": obj.id})
         return format_html(
             "<table><thead><tr><th>instant</th><th>directive</th><th>run</th></tr></thead><tbody>{}</tbody></table>"
-            "<p>{} orphaned by an edit. <a href=\"{}\">Skip, hold, note or release on the console</a></p>",
-            rows or mark_safe("<tr><td colspan=\"3\">no coming instants</td></tr>"), orphaned,
+            "<p>{} orphaned by an edit. <a href=\"{}\">every directive of this schedule</a>. "
+            "<a href=\"{}\">Skip, hold, note or release on the console</a></p>",
+            rows or mark_safe("<tr><td colspan=\"3\">no coming instants</td></tr>"), orphaned, every,
             reverse("console:schedule", args=[obj.id]),
         )
 
@@ -388,6 +391,47 @@ class ConcurrencyLimitAdmin(admin.ModelAdmin):
     list_select_related = ("tenant",)
 
 
+class OrphanedFilter(admin.SimpleListFilter):
+    """Directives an edit orphaned (its rule no longer produces their instant) or not."""
+
+    title = "orphaned by an edit"
+    parameter_name = "orphaned"
+
+    def lookups(self, request, model_admin):
+        return (("no", "No: applied when the instant comes"), ("yes", "Yes: kept, never applied"))
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(orphaned_at__isnull=(self.value() == "no"))
+        return queryset
+
+
+@admin.register(OccurrenceDirective)
+class OccurrenceDirectiveAdmin(ReadOnlyAdmin):
+    """Skip, hold and note directives on single coming instants (read-only). They are set
+    through the API or the console's schedule page, which check that the instant is one the
+    rule produces and not yet materialized, under the schedule's lock, and audit it; the one
+    action here, removal, goes through the same service."""
+
+    list_display = ("schedule", "instant_shown", "action", "note", "actor_kind", "actor", "created_at", "orphaned_at")
+    list_filter = ("action", OrphanedFilter, "actor_kind", "tenant")
+    search_fields = ("schedule__id", "schedule__name", "note", "actor")
+    list_select_related = ("schedule", "tenant")
+    date_hierarchy = "instant"
+    ordering = ("instant", "schedule_id")
+    actions = ["remove"]
+
+    @admin.action(description="Remove selected directives (not yet applied)")
+    def remove(self, request, queryset):
+        actor = staff_actor(request.user)
+        apply_to_each(self, request, queryset.select_related("tenant"), lambda d: directive_delete(
+            tenant=d.tenant, schedule_id=d.schedule_id, at=d.instant, actor=actor), "Removed")
+
+    @admin.display(description="instant (the schedule's zone)", ordering="instant")
+    def instant_shown(self, obj):
+        return zoned(obj.instant, schedule_zone(obj.schedule))
+
+
 @admin.register(ShadowDisagreement)
 class ShadowDisagreementAdmin(ReadOnlyAdmin):
     """Where a shadow recurrence engine disagreed with the active one (RECURRENCE_ENGINE)."""
@@ -398,4 +442,4 @@ class ShadowDisagreementAdmin(ReadOnlyAdmin):
     date_hierarchy = "recorded_at"
 
 
-import_module("schedules.calendar_admin")  # registers the calendars' admin, kept in a module of its own
+import_module("schedules.admin_calendars")  # registers the calendars' admin, kept in a module of its own

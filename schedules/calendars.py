@@ -1,10 +1,7 @@
-"""Calendars: a tenant's excluded dates, revisioned like schedules, and what reads them.
-
-Writes (`calendar_create`, `calendar_update`, `calendar_import`, `calendar_delete`) are one
-transaction each; an edit then recomputes `next_run_at` of the schedules that use the
-calendar in bounded transactions (`CALENDAR_RECOMPUTE_BATCH` schedules each), from where
-each schedule's materialization stopped: nothing already materialized changes.
-`calendar_days_for` reads a set of calendars in one query (the scanner's once per pass).
+"""Calendars: a tenant's excluded dates, revisioned like schedules, and what reads them:
+the fields' validation, the reads (`calendar_days_for` reads a set of calendars in one
+query, the scanner's once per pass), a schedule's rule under its calendars, the .ics
+parsing. The writes are schedule services (schedule_services.calendars).
 """
 
 from __future__ import annotations
@@ -16,25 +13,15 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 from django.db.models import Count, Q
 
+from kernel.errors import InvalidRequest, NotFound
 from schedules import recurrence
-from schedules.models import (
-    MAX_CALENDAR_DATES,
-    AuthorKind,
-    Calendar,
-    CalendarRevision,
-    Schedule,
-    ScheduleCalendar,
-    Tenant,
-)
+from schedules.models import MAX_CALENDAR_DATES, Calendar, CalendarRevision, Schedule, ScheduleCalendar, Tenant
 from schedules.recurrence.calendars import CalendarDays
-from schedules.selectors import occurrences_left
-from kernel.errors import InvalidRequest, InvalidState, NotFound, RevisionConflict
 
 MAX_ANNUAL_DATES = 366
 MAX_ICS_BYTES = 1024 * 1024  # also the request body limit (DATA_UPLOAD_MAX_MEMORY_SIZE)
 ICS_EXPANSION_YEARS = 10
 ICS_EXPANSION_BUDGET = 100_000  # event days (and RRULE instants) one import may expand, repeats included
-CALENDAR_RECOMPUTE_BATCH = 200  # schedules recomputed per transaction after a calendar edit
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 _ANNUAL = re.compile(r"([0-9]{2})-([0-9]{2})", re.ASCII)
 
@@ -245,109 +232,6 @@ def index_schedule_calendars(schedule: Schedule, rule: recurrence.Rule) -> None:
 # --------------------------------------------------------------------------------------
 # Writes
 # --------------------------------------------------------------------------------------
-
-
-def _payload(calendar: Calendar) -> dict:
-    return {"name": calendar.name, "timezone": calendar.timezone, "excludeDates": calendar.exclude_dates,
-            "excludeAnnual": calendar.exclude_annual, "excludeWeekdays": calendar.exclude_weekdays}
-
-
-def calendar_create(*, tenant: Tenant, fields: dict, author_kind: str = AuthorKind.API) -> Calendar:
-    with transaction.atomic(durable=True):
-        calendar = Calendar(tenant=tenant, **fields)
-        calendar.save(force_insert=True)
-        CalendarRevision.objects.create(calendar=calendar, revision=1, payload=_payload(calendar),
-                                        author_kind=author_kind)
-    return calendar
-
-
-def calendar_update(*, tenant: Tenant, calendar_id: str, expected_revision: int, fields: dict,
-                    author_kind: str = AuthorKind.API) -> Calendar:
-    """PATCH with expectedRevision; then the schedules using it get their next_run_at again."""
-    with transaction.atomic(durable=True):
-        calendar = Calendar.objects.select_for_update().filter(id=calendar_id, tenant=tenant).first()
-        if calendar is None:
-            raise NotFound("no such calendar")
-        if expected_revision != calendar.revision:
-            error = RevisionConflict(f"expectedRevision {expected_revision} is not current; the calendar is at "
-                                     f"revision {calendar.revision}")
-            error.current = calendar_representation(calendar)
-            raise error
-        _revise(calendar, fields, author_kind)
-    calendar_recompute_schedules(calendar.id)
-    return calendar
-
-
-def calendar_import(*, tenant: Tenant, calendar_id: str, text: bytes, author_kind: str = AuthorKind.API) -> Calendar:
-    """Adds the dates of the .ics text's all-day events (a new revision)."""
-    added = ics_dates(text)
-    with transaction.atomic(durable=True):
-        calendar = Calendar.objects.select_for_update().filter(id=calendar_id, tenant=tenant).first()
-        if calendar is None:
-            raise NotFound("no such calendar")
-        dates = parse_dates(calendar.exclude_dates + [day.isoformat() for day in added], field="body")
-        _revise(calendar, {"exclude_dates": dates}, author_kind)
-    calendar_recompute_schedules(calendar.id)
-    return calendar
-
-
-def _revise(calendar: Calendar, fields: dict, author_kind: str) -> None:
-    for name, value in fields.items():
-        setattr(calendar, name, value)
-    calendar.revision += 1
-    calendar.save()
-    CalendarRevision.objects.create(calendar=calendar, revision=calendar.revision, payload=_payload(calendar),
-                                    author_kind=author_kind)
-
-
-def calendar_delete(*, tenant: Tenant, calendar_id: str) -> None:
-    with transaction.atomic(durable=True):
-        calendar = Calendar.objects.select_for_update().filter(id=calendar_id, tenant=tenant).first()
-        if calendar is None:
-            raise NotFound("no such calendar")
-        users = list(ScheduleCalendar.objects.filter(calendar=calendar, schedule__deleted_at__isnull=True)
-                     .values_list("schedule_id", flat=True)[:10])
-        if users:
-            raise InvalidState("the calendar is used by schedules; remove it from them first",
-                               details={"scheduleIds": users})
-        ScheduleCalendar.objects.filter(calendar=calendar).delete()  # deleted schedules' rows
-        calendar.delete()
-
-
-def calendar_recompute_schedules(calendar_id: str, *, batch: int = CALENDAR_RECOMPUTE_BATCH) -> int:
-    """next_run_at of the live, running schedules using the calendar, computed again under
-    its current exclusions from where their materialization stopped (next_run_from): one
-    transaction per `batch` schedules, each locked and re-read. Returns how many changed."""
-    changed, after_id = 0, ""
-    while True:
-        ids = list(ScheduleCalendar.objects.filter(calendar_id=calendar_id, schedule_id__gt=after_id)
-                   .order_by("schedule_id").values_list("schedule_id", flat=True)[:batch])
-        if not ids:
-            return changed
-        after_id = ids[-1]
-        with transaction.atomic(durable=True):
-            # A schedule whose every instant was excluded has no next_run_at; an edit may give it one.
-            schedules = list(Schedule.objects.select_for_update(of=("self",)).filter(
-                id__in=ids, deleted_at__isnull=True, paused=False).order_by("id"))
-            refs = set()
-            rules = {}
-            for schedule in schedules:
-                rule = stored_rule(schedule)
-                if rule is not None:
-                    rules[schedule.id] = rule
-                    refs |= rule.calendar_refs()
-            days = calendar_days_for(refs)
-            for schedule in schedules:
-                rule = rules.get(schedule.id)
-                if rule is None or rule.kind == "after_completion" or occurrences_left(schedule) == 0:
-                    continue
-                if schedule.next_run_from is None and schedule.next_run_at is None:
-                    continue  # ended before it knew where from; an edit of the schedule revives it
-                start = schedule.next_run_from or (schedule.next_run_at - timedelta(microseconds=1))
-                following = recurrence.next_after(rule.bound(days), start)
-                if following != schedule.next_run_at:
-                    Schedule.objects.filter(id=schedule.id).update(next_run_at=following)
-                    changed += 1
 
 
 def stored_rule(schedule) -> recurrence.Rule | None:

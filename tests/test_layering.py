@@ -11,8 +11,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("kernel", "objectstore", "schedules", "runs", "schedule_services", "effects", "workers")
-INTERFACE_FILES = {"views.py", "object_views.py", "admin.py", "admin_forms.py", "urls.py", "api_urls.py", "apps.py",
-                   "tasks.py", "settings.py", "celery.py", "wsgi.py"}
+INTERFACE_FILES = {"views.py", "object_views.py", "admin.py", "admin_forms.py", "admin_calendars.py", "urls.py",
+                   "api_urls.py", "apps.py", "tasks.py", "settings.py", "celery.py", "wsgi.py"}
 INTERFACE_DIRS = {"http", "commands", "migrations"}
 WIRING = ("scheduler_project.settings", "scheduler_project.celery")  # configuration anyone may read
 INTERFACE_PACKAGES = ("console",)  # interface apps on top: every module in them is interface

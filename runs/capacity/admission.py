@@ -6,6 +6,9 @@ the reserved share; among its own tenant's strict runs due at the same instant i
 last), and (2) it pushes no other strict schedule of its resource class that keeps its own
 promise without it past that promise (`promises`).
 
+Its instants are those the scanner will materialize (demand.proposed_rule): in its window
+(activeFrom, activeUntil), under its calendars (a skipped day's instant drops out, a shifted
+one moves), no more than its endAfterOccurrences leaves, as stored schedules are read.
 Its own promise is checked over its instants in the next CAPACITY_ADMISSION_HORIZON_SECONDS
 (at most MAX_CHECKED_INSTANTS, fewer when the range up to them is more than the budget
 simulates), each at every offset its jitter may give it: that answer does not depend on the
@@ -29,12 +32,21 @@ from django.conf import settings
 from django.db.models import F
 
 from runs.capacity import promises
-from runs.capacity.demand import Budget, DemandTooLarge, Source, occurrences_due, rule_instants, source_due
+from runs.capacity.demand import (
+    Budget,
+    DemandTooLarge,
+    Source,
+    occurrences_due,
+    proposed_rule,
+    rule_instants,
+    source_due,
+)
 from runs.capacity.forecast import class_work, claimants
 from runs.capacity.live import live_slots
 from runs.capacity.statistics import job_type_durations, schedule_durations
 from runs.capacity.waves import Arrival, Lateness, SimulationTooLong, Steps, fewest, simulate
 from runs.models import AdmissionEpoch
+from schedules.selectors import occurrences_left
 from kernel.clock import authority_now, instant as instant_text
 from kernel.errors import DeadlineInfeasible
 
@@ -171,8 +183,14 @@ class _Check:
     def read(cls, schedule, job_type, rule, jitter: int, deadline: int, steps: Steps,
              most: int = MAX_CHECKED_INSTANTS) -> "_Check | None":
         now = authority_now()
+        # Its instants as the scanner will materialize them: in its window, under its
+        # calendars, and no more than its endAfterOccurrences leaves.
+        rule = proposed_rule(schedule, rule)
+        left = occurrences_left(schedule)
+        if left == 0:
+            return None
         instants = rule_instants(rule, now, now + timedelta(seconds=settings.CAPACITY_ADMISSION_HORIZON_SECONDS),
-                                 most=most)
+                                 most=most if left is None else min(most, left))
         if not instants:
             return None
         rc = job_type.resource_class
@@ -181,6 +199,8 @@ class _Check:
         end = instants[-1] + timedelta(seconds=max(JITTER_LADDER) + 1)
         walk = Budget(steps.left)
         try:
+            if left is not None:
+                rule = _ending_after(rule, left, now, end, walk)
             # Only the candidate's class shares its slots: no other class's load is read.
             due = occurrences_due(start, end, exclude=schedule.id, durations=schedule_durations, budget=walk,
                                   resource_class=rc)
@@ -229,6 +249,15 @@ class _Check:
 
     def total(self) -> int:
         return sum(a.count for a in self.work.arrivals) + len(self.work.busy_until) + len(self.instants) + 1
+
+
+def _ending_after(rule, left: int, now: datetime, end: datetime, budget: Budget):
+    """`rule` ending at the last of the `left` instants from `now` on it may still
+    materialize, when that one comes before `end` (the simulation's)."""
+    remaining = rule_instants(rule, now, end, budget, most=left)
+    if len(remaining) < left:
+        return rule
+    return rule.within(rule.active_from, remaining[-1])
 
 
 def _probe(key) -> bool:

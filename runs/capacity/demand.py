@@ -26,9 +26,10 @@ half its jitter (`Source.shift_seconds`), and alike dense schedules share a sour
 schedules without jitter do. Forty of them due every second would otherwise be 3.5 million
 draws a day, more than any forecast or admission may do.
 
-Each schedule's rule is read as the scanner reads it: in its window (activeFrom, activeUntil)
-and under its calendars (an excluded day's instant skipped or moved), each tenant's
-calendars read once per forecast (`StoredRules`).
+Each schedule's rule is read as the scanner reads it: in its window (activeFrom, activeUntil),
+no further than the instants its endAfterOccurrences leaves, and under its calendars (an
+excluded day's instant skipped or moved), each tenant's calendars read once per forecast
+(`StoredRules`).
 
 The cost is bounded by the rules, not by the schedules: interval rules with the same period
 and phase are one rule (a thousand every-second schedules walk one), an interval rule is
@@ -117,6 +118,7 @@ class StoredRules:
     def __init__(self):
         self.parsed: dict[tuple, recurrence.Rule | None] = {}
         self.calendars: dict[tuple, dict] = {}
+        self.ends: dict[tuple, datetime | None] = {}  # the last instant a count leaves, when it matters
 
     def rule(self, tenant_id: str, text: str, anchor: datetime | None, calendar: str | None,
              active_from: datetime | None, active_until: datetime | None) -> recurrence.Rule | None:
@@ -140,6 +142,36 @@ class StoredRules:
         if (tenant_id, refs) not in self.calendars:
             self.calendars[tenant_id, refs] = calendar_days_for(refs, tenant_id=tenant_id)
         return rule.bound(self.calendars[tenant_id, refs])
+
+    def counted(self, rule: recurrence.Rule, first: datetime, left: int | None, before: datetime | None,
+                budget: Budget = UNLIMITED) -> recurrence.Rule:
+        """`rule` of a schedule whose next instant is `first` and that may still materialize
+        `left` instants (its endAfterOccurrences; None: no end by count): ending at the last
+        of them when that comes before `before` (only instants before it are asked for)."""
+        if left is None or rule.kind == "after_completion":
+            return rule
+        left = max(0, left)
+        key = (rule_identity(rule), first, left, before)
+        if key not in self.ends:
+            if left == 0:
+                self.ends[key] = first - _TICK
+            else:
+                end = recurrence.LATEST if before is None else before
+                instants = rule_instants(rule, first, end, budget, most=left)
+                if not instants or instants[0] != first:  # a next instant off the rule's grid counts too
+                    instants = [first, *instants][:left]
+                self.ends[key] = instants[-1] if len(instants) == left else None
+        last = self.ends[key]
+        return rule if last is None else rule.within(rule.active_from, last)
+
+
+def proposed_rule(schedule, rule: recurrence.Rule) -> recurrence.Rule:
+    """`rule` as `schedule` (not stored yet, or as an edit would store it) would have the
+    scanner read it: in its window, under its calendars (the tenant's, read now; one not
+    found is left out, the write answers 404 for it), as StoredRules reads a stored rule."""
+    rule = schedule_calendar_rule(rule, schedule.calendar).within(schedule.active_from, schedule.active_until)
+    refs = rule.calendar_refs()
+    return rule.bound(calendar_days_for(refs, tenant_id=schedule.tenant_id)) if refs else rule
 
 
 def rule_identity(rule: recurrence.Rule) -> str:
@@ -226,7 +258,8 @@ def _from_first(rule: recurrence.Rule, start: datetime, end: datetime, first: da
 
 
 def live_sources(*, exclude: str | None = None, before: datetime | None = None,
-                 durations=None, resource_class: str | None = None) -> list[tuple[Source, list[datetime]]]:
+                 durations=None, resource_class: str | None = None,
+                 budget: Budget = UNLIMITED) -> list[tuple[Source, list[datetime]]]:
     """(source, the next instants of the schedules sharing it) for every schedule that will
     run: not deleted, not paused, with a next instant (before `before`, when given: a schedule
     whose next instant is later has nothing due earlier, jitter only adds to an instant).
@@ -237,12 +270,12 @@ def live_sources(*, exclude: str | None = None, before: datetime | None = None,
     own = durations(live.values("id")) if durations else {}
     stored, spacing = StoredRules(), {}
     groups: dict[tuple, list] = defaultdict(list)
-    for ids, tenant_id, job_type, rc, text, anchor, calendar, active_from, active_until, jitter, next_run_at, strict \
-            in rows:
+    for ids, tenant_id, job_type, rc, text, anchor, calendar, active_from, active_until, left, jitter, next_run_at, \
+            strict in rows:
         rule = stored.rule(tenant_id, text, anchor, calendar, active_from, active_until)
         if rule is None:
             continue
-        rule = same_instants(rule)
+        rule = same_instants(stored.counted(rule, next_run_at, left, before, budget))
         rule_key = rule_identity(rule)
         shift = 0
         if jitter:
@@ -295,12 +328,13 @@ def _live(exclude: str | None, before: datetime | None, resource_class: str | No
     return rows.exclude(id=exclude) if exclude else rows
 
 
-_RULE_COLUMNS = ("rule", "anchor", "calendar_text", "active_from", "active_until")
+_RULE_COLUMNS = ("rule", "anchor", "calendar_text", "active_from", "active_until", "left")
 
 
 def _live_rows(rows) -> list[tuple]:
     """(ids, tenant, job type, class, rule as JSON text, anchor, calendar as JSON text,
-    activeFrom, activeUntil, jitter, next instant, strict) of the schedules of `rows`, grouped.
+    activeFrom, activeUntil, instants its endAfterOccurrences leaves (null: no end by count),
+    jitter, next instant, strict) of the schedules of `rows`, grouped.
     The anchor is the creation time of an interval rule without an anchor of its own (it is
     anchored there), else null."""
     unanchored = Q(recurrence__kind="interval") & ~Q(recurrence__has_key="anchor")
@@ -308,6 +342,7 @@ def _live_rows(rows) -> list[tuple]:
         rule=Cast("recurrence", TextField()),
         anchor=Case(When(unanchored, then=F("created_at")), default=Value(None), output_field=DateTimeField()),
         calendar_text=Cast("calendar", TextField()),
+        left=F("end_after_occurrences") - F("occurrences_materialized"),
         strict=Case(When(start_deadline_seconds__isnull=False, then=Value(True)), default=Value(False),
                     output_field=BooleanField()),
     ).values("tenant_id", "job_type_id", "job_type__resource_class", *_RULE_COLUMNS, "jitter_seconds", "next_run_at",
@@ -328,13 +363,16 @@ def strict_schedules(resource_class: str, *, exclude: str | None, before: dateti
                                     start_deadline_seconds__gte=1, job_type__resource_class=resource_class)
             .exclude(id=exclude or "").order_by("next_run_at", "id")
             .values_list("id", "tenant_id", "job_type_id", "recurrence", "created_at", "calendar", "active_from",
-                         "active_until", "jitter_seconds", "next_run_at", "start_deadline_seconds"))
+                         "active_until", "end_after_occurrences", "occurrences_materialized", "jitter_seconds",
+                         "next_run_at", "start_deadline_seconds"))
     found, stored = [], StoredRules()
-    for (schedule_id, tenant_id, job_type, text, created_at, calendar, active_from, active_until, jitter, next_run_at,
-         deadline) in rows:
+    for (schedule_id, tenant_id, job_type, text, created_at, calendar, active_from, active_until, end_after, materialized,
+         jitter, next_run_at, deadline) in rows:
         rule = stored.rule(tenant_id, json.dumps(text, sort_keys=True), created_at, json.dumps(calendar, sort_keys=True),
                            active_from, active_until)
         if rule is not None and rule.kind != "after_completion":
+            left = None if end_after is None else max(0, end_after - materialized)
+            rule = stored.counted(rule, next_run_at, left, before)
             found.append((Source(schedule_id, tenant_id, job_type, resource_class, rule, jitter, strict=True),
                           next_run_at, deadline))
     return found
@@ -350,7 +388,7 @@ def occurrences_due(start: datetime, end: datetime, *, exclude: str | None = Non
     walk = budget
     resolved: dict[tuple, list[datetime]] = {}  # each rule walked once (twice with jitter: from earlier)
     due: list[Due] = materialized_due(start, end, durations=durations, resource_class=resource_class)
-    live = live_sources(exclude=exclude, before=end, durations=durations, resource_class=resource_class)
+    live = live_sources(exclude=exclude, before=end, durations=durations, resource_class=resource_class, budget=walk)
     for source, firsts in [*live, *((s, [None]) for s in extra)]:
         if source.rule.kind == "after_completion":
             due.extend(d for first in firsts for d in source_due(source, start, end, first=first, budget=walk))

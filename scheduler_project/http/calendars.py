@@ -3,22 +3,15 @@
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from schedules.calendars import (
-    calendar_create,
-    calendar_delete,
-    calendar_fields,
-    calendar_get,
-    calendar_import,
-    calendar_representation,
-    calendar_revisions,
-    calendar_update,
-    calendars_list,
-)
 from kernel.errors import InvalidRequest
+from schedule_services.calendars import calendar_create, calendar_delete, calendar_import, calendar_update
 from scheduler_project.http.cursors import decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body, read_body
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.views import TenantAPIView, query_cursor, query_limit
+from schedules.calendars import (
+    calendar_fields, calendar_get, calendar_representation, calendar_revisions, calendars_list,
+)
 
 TAGS = ["calendars"]
 ID_PARAMETER = OpenApiParameter("calendar_id", str, OpenApiParameter.PATH)

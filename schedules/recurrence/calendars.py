@@ -17,6 +17,7 @@ Every search is bounded: ``MAX_SEARCH_STEPS`` rule instants or excluded days per
 from __future__ import annotations
 
 import functools
+from calendar import monthrange
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Callable
@@ -290,22 +291,24 @@ def next_business_day(days: tuple[int, ...], at: time, cal: CalendarSet, zone: Z
 def _month_instants(days, at, cal, zone, year, month) -> tuple[datetime, ...]:
     """The month's chosen instants; cached: a rule asks about the same months again and
     again, and the calendars (frozen, hashed once) key it."""
-    first = date(year, month, 1)
-    business: list[datetime] = []
-    day = first
-    try:
-        while day.month == month:
-            if day.isoweekday() <= 5:
-                instant = resolve(datetime.combine(day, at), zone)
-                if cal.excluded_by(instant) is None:
-                    business.append(instant)
-            day += timedelta(days=1)
-    except OverflowError:
-        pass
+    business: list[datetime | None] = []
+    for number in range(1, monthrange(year, month)[1] + 1):
+        day = date(year, month, number)
+        if day.isoweekday() > 5:
+            continue
+        try:
+            instant = resolve(datetime.combine(day, at), zone)
+            if cal.excluded_by(instant) is not None:
+                continue
+        except OverflowError:
+            # Its local time lies past datetime's range (the last hours of 9999): still a
+            # business day of the count, never an instant.
+            instant = None
+        business.append(instant)
     chosen = set()
     for n in days:
         index = n - 1 if n > 0 else len(business) + n
-        if 0 <= index < len(business):
+        if 0 <= index < len(business) and business[index] is not None:
             chosen.add(business[index])
     return tuple(sorted(chosen))
 

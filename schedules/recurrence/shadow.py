@@ -4,15 +4,26 @@ next instants compared with the active one's, before the candidate may decide an
 A candidate is a function ``(rule, after) -> next instant strictly after, or None`` for the
 rules it covers; ``NotImplemented`` means it has no opinion on this kind of rule (croniter
 knows nothing of interval or once rules). Pure Python, like the rest of the package.
+
+A candidate expands a rule, never the schedule around it: it is asked about the rule alone
+(no window, no calendar policy). For a schedule under calendars the policy (skip, shift) is
+then applied to the candidate's instants by the one calendar layer both engines share
+(``calendars.next_occurrence``), so a calendar rule is compared on what the candidate knows:
+a candidate that expands the rule differently disagrees on the occurrences that follow, moved
+or not. ``business_days`` is a candidate for the ``business_day`` kind: the n-th business
+day of each month derived separately, by listing the month's days.
 """
 
 from __future__ import annotations
 
+import calendar
 import functools
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
+from schedules.recurrence.calendars import next_occurrence
+from schedules.recurrence.instants import renderable
 from schedules.recurrence.rules import Rule, in_window, next_after
 
 UTC = timezone.utc
@@ -95,14 +106,87 @@ def _aware_until(text: str, zone: ZoneInfo) -> str:
     return ";".join(parts)
 
 
-BUILTIN_CANDIDATES = {"croniter": croniter_next, "dateutil": dateutil_next}
+BUSINESS_SEARCH_YEARS = 10
+
+
+def business_days_next(rule: Rule, after: datetime):
+    """The next instant of a ``business_day`` rule after ``after``, derived month by month:
+    the month's dates in the rule's zone, Monday to Friday, none a bound calendar of the rule
+    excludes (its dates, annual dates and ISO weekdays, on the instant's date in the
+    calendar's own zone), the n-th of them (negative: from the end) at the local time, a
+    local time in a DST gap or fold read as zoneinfo reads it (fold=0)."""
+    if rule.kind != "business_day":
+        return NotImplemented
+    try:
+        return _business_days_after(rule, after)
+    except OverflowError:  # the edge of datetime's range: no instant to show
+        return None
+
+
+def _business_days_after(rule: Rule, after: datetime) -> datetime | None:
+    zone = ZoneInfo(rule.timezone)
+    calendars = rule.business.calendars if rule.business is not None else ()
+    local = after.astimezone(zone)
+    year, month = local.year, local.month
+    for _ in range(12 * BUSINESS_SEARCH_YEARS):
+        open_days = []
+        for number in range(1, calendar.monthrange(year, month)[1] + 1):
+            day = date(year, month, number)
+            try:
+                instant = datetime.combine(day, rule.at_time, tzinfo=zone).astimezone(UTC)
+                excluded = any(_excludes(days, instant) for days in calendars)
+            except OverflowError:  # a local time past datetime's range: no instant, still a day
+                instant, excluded = None, False
+            if day.isoweekday() <= 5 and not excluded:
+                open_days.append(instant)
+        count = len(open_days)
+        chosen = sorted({open_days[n - 1 if n > 0 else count + n] for n in rule.days if 0 < abs(n) <= count} - {None})
+        later = [instant for instant in chosen if instant > after]
+        if later:
+            # The next instant within a day of datetime's range is never shown (instants.renderable): none.
+            return later[0] if renderable(later[0]) else None
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+        if year > 9999:
+            return None
+    return None
+
+
+def _excludes(days, instant: datetime) -> bool:
+    day = instant.astimezone(days.zone).date()
+    return day in days.dates or (day.month, day.day) in days.annual or day.isoweekday() in days.weekdays
+
+
+BUILTIN_CANDIDATES = {"croniter": croniter_next, "dateutil": dateutil_next, "business_days": business_days_next}
+
+
+class _NoOpinion(Exception):
+    pass
+
+
+def _candidate_next(rule: Rule, after: datetime, candidate):
+    """The candidate's next occurrence after ``after``: its own expansion of the bare rule,
+    under the schedule's calendar policy when it has one; NotImplemented: no opinion."""
+    bare = replace(rule, calendar_ids=(), calendar_policy=None, calendar=None, active_from=None, active_until=None)
+    if rule.calendar is None:
+        return candidate(bare, after)
+
+    def raw_next(moment: datetime):
+        found = candidate(bare, moment)
+        if found is NotImplemented:
+            raise _NoOpinion
+        return found
+
+    try:
+        return next_occurrence(raw_next, rule.calendar, ZoneInfo(rule.timezone), after)
+    except _NoOpinion:
+        return NotImplemented
+    except OverflowError:
+        return None
 
 
 def compare_next(rule: Rule, after: datetime, active: datetime | None, candidate) -> Mismatch | None:
     """The mismatch when the candidate's next instant after ``after`` is not ``active``."""
-    if rule.calendar is not None or rule.kind == "business_day":
-        return None  # candidates know no calendars: no opinion
-    theirs = candidate(rule, after)
+    theirs = _candidate_next(rule, after, candidate)
     if theirs is not NotImplemented and theirs is not None and not in_window(rule, theirs):
         theirs = None  # candidates know the rule, not the schedule's window (activeFrom/activeUntil)
     if theirs is NotImplemented or theirs == active:

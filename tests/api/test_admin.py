@@ -8,7 +8,7 @@ from django.test import Client
 
 from runs.capacity.live import slots_report
 from runs.models import Run
-from schedules.models import AuthorKind, Schedule
+from schedules.models import AuthorKind, OccurrenceDirective, Schedule
 from tests.api.conftest import create_schedule, run_once
 from tests.factories import make_tenant
 
@@ -445,3 +445,86 @@ def test_admin_change_page__lists_coming_occurrences_with_their_directives(admin
     page = admin_client.get(change_url(schedule_id)).content.decode()
     assert "Coming occurrences and their directives" in page
     assert "hold: audit first (by acme)" in page and f"/console/schedules/{schedule_id}/" in page
+
+
+def test_admin_directives__listed_read_only_with_schedule_instant_kind_note_and_filters(admin_client, client):
+    schedule_id = create_schedule(client, name="ledger", recurrence={"kind": "cron", "cron": "0 9 * * *",
+                                                                      "timezone": "America/New_York"})["scheduleId"]
+    first, second = (o["at"] for o in client.get(f"/api/v1/schedules/{schedule_id}/occurrences?limit=2").json()["results"])
+    for at, body in ((first, {"action": "skip", "note": "bank holiday"}), (second, {"action": "hold", "note": "audit"})):
+        assert client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{at}", body, format="json").status_code == 200
+    listing = "/admin/schedules/occurrencedirective/"
+
+    page = admin_client.get(listing)
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "ledger" in text and "bank holiday" in text and "audit" in text and "(America/New_York)" in text
+    assert [d.note for d in page.context["cl"].result_list] == ["bank holiday", "audit"]  # by instant
+    skipped = admin_client.get(listing, {"action__exact": "skip"}).context["cl"].result_list
+    assert [d.action for d in skipped] == ["skip"]
+    # A PATCH whose rule no longer produces them orphans both: the filter finds them.
+    assert client.patch(f"/api/v1/schedules/{schedule_id}", {"expectedRevision": 1, "recurrence": {
+        "kind": "cron", "cron": "30 9 * * *", "timezone": "America/New_York"}}).status_code == 200
+    assert len(admin_client.get(listing, {"orphaned": "yes"}).context["cl"].result_list) == 2
+    assert len(admin_client.get(listing, {"orphaned": "no"}).context["cl"].result_list) == 0
+    assert len(admin_client.get(listing, {"q": schedule_id}).context["cl"].result_list) == 2
+    # Read-only: no add, change or delete; edits go through the API or the console.
+    directive = OccurrenceDirective.objects.get(note="audit")
+    assert admin_client.get(listing + "add/").status_code == 403
+    view = admin_client.get(f"{listing}{directive.pk}/change/")
+    assert view.status_code == 200 and b"Save" not in view.content
+    assert admin_client.post(f"{listing}{directive.pk}/change/", {"note": "changed"}).status_code == 403
+    assert admin_client.post(f"{listing}{directive.pk}/delete/", {"post": "yes"}).status_code == 403
+    directive.refresh_from_db()
+    assert directive.note == "audit"
+    assert f"{listing}?q={schedule_id}" in admin_client.get(change_url(schedule_id)).content.decode()
+
+
+def test_admin_directives__staff_only(client):
+    assert Client().get("/admin/schedules/occurrencedirective/").status_code == 302  # to the login page
+
+
+def test_admin_directives__remove_action_goes_through_the_service_and_is_audited(admin_client, client):
+    from schedules.models import AuditEntry
+
+    schedule_id = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"})["scheduleId"]
+    at = client.get(f"/api/v1/schedules/{schedule_id}/occurrences?limit=1").json()["results"][0]["at"]
+    client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{at}", {"action": "skip"}, format="json")
+    directive = OccurrenceDirective.objects.get()
+
+    page = action(admin_client, "schedules/occurrencedirective", "remove", [directive.pk])
+
+    assert "Removed 1 item(s)." in page.content.decode()
+    assert not OccurrenceDirective.objects.exists()
+    entry = AuditEntry.objects.filter(schedule_id=schedule_id).latest("id")
+    assert (entry.action, entry.actor_kind, entry.actor) == ("clear_directive", "admin", "root")
+
+
+def test_admin_runs__release_action_releases_a_held_run_through_the_authority(admin_client, client):
+    import time
+    from datetime import timedelta
+
+    from runs import authority
+    from schedules.models import AuditEntry
+    from kernel.clock import authority_now, instant
+
+    first = authority_now().replace(microsecond=0) + timedelta(seconds=2)
+    schedule_id = create_schedule(client, recurrence={"kind": "interval", "everySeconds": 3600,
+                                                      "anchor": instant(first)})["scheduleId"]
+    assert client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{instant(first)}", {"action": "hold"},
+                      format="json").status_code == 200
+    other = run_once(client, schedule_id)["runId"]  # not held: refused, named in the message
+    time.sleep(max(0.0, (first - authority_now()).total_seconds()) + 0.05)
+    authority.materialize_due()
+    held = Run.objects.get(schedule_id=schedule_id, trigger="schedule")
+    assert (held.state, held.pending_reason) == ("pending", "held")
+    listed = admin_client.get("/admin/runs/run/", {"pending_reason__exact": "held"}).context["cl"].result_list
+    assert [run.id for run in listed] == [held.id]
+
+    page = action(admin_client, "runs/run", "release", [held.id, other]).content.decode()
+
+    assert "Released 1 item(s)." in page and "only a held run can be released" in page
+    assert Run.objects.get(id=held.id).state == "queued"
+    entry = AuditEntry.objects.filter(schedule_id=schedule_id, action="release").get()
+    assert (entry.actor_kind, entry.actor) == ("admin", "root")

@@ -1,6 +1,7 @@
 """Calendars through the API, the schedule's `calendar` field, preview, the materializer and
 a calendar edit recomputing nextRunAt, on the database under test."""
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -238,7 +239,7 @@ def test_schedule_calendar__hostile_values__400(client):
 
 
 def test_calendar_recompute__in_batches_leaves_paused_and_runs_alone(client):
-    from schedules.calendars import calendar_recompute_schedules
+    from schedule_services.calendars import calendar_recompute_schedules
     from schedules.models import Calendar
 
     calendar_id = make_calendar(client)["calendarId"]
@@ -355,6 +356,34 @@ def test_console__schedule_under_calendars_reads_in_words(client):
         response = staff.get(page)
         assert response.status_code == 200
         assert words in response.content.decode().replace("&#x27;", "'"), page
+
+
+def test_console__next_instants_show_moved_and_excluded_ones(client):
+    """The console's schedule page shows the next instants as preview does with
+    includeExcluded: a moved one with where from, an excluded one with its calendar's name."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    today = authority_now().date()
+    wednesday = today + timedelta(days=(2 - today.weekday()) % 7 or 7)  # the next Wednesday after today
+    calendar_id = make_calendar(client, name="Founders day", excludeDates=[wednesday.isoformat()])["calendarId"]
+    weekly = create_schedule(client, recurrence={"kind": "cron", "cron": "0 9 * * 3", "timezone": "UTC"},
+                             calendar={"calendarIds": [calendar_id], "policy": "shift_after"})
+    daily = create_schedule(client, name="daily", recurrence={"kind": "cron", "cron": "0 9 * * *", "timezone": "UTC"},
+                            calendar={"calendarIds": [calendar_id], "policy": "skip"})
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "pw"))
+
+    page = staff.get(f"/console/schedules/{weekly['scheduleId']}/").content.decode()
+    shown = re.search(r'<p id="next-instants">(.*?)</p>', page, re.S)[1]
+    assert f"{wednesday:%Y-%m-%d} 09:00" in shown and "excluded by Founders day" in shown
+    assert f'{wednesday + timedelta(days=1):%Y-%m-%d} 09:00' in shown and "moved from" in shown
+
+    page = staff.get(f"/console/schedules/{daily['scheduleId']}/").content.decode()
+    shown = re.search(r'<p id="next-instants">(.*?)</p>', page, re.S)[1]
+    if wednesday - today <= timedelta(days=4):  # within its next five instants
+        assert "excluded by Founders day" in shown and "moved from" not in shown
+    assert shown.count('class="next"') + shown.count('class="excluded"') == 5  # as preview with includeExcluded
 
 
 def test_calendar__ics_of_several_megabytes__400_in_bounded_time(client):

@@ -10,7 +10,7 @@ from runs.capacity.live import slots_report
 from runs.models import PendingReason, Run, RunState
 from schedules.jitter import jitter_offset, jittered
 from schedules.models import Schedule
-from kernel.clock import authority_now
+from kernel.clock import authority_now, instant
 from tests.api.conftest import CRON_BODY, assert_error, create_schedule
 from tests.authority_steps import make_due
 
@@ -127,6 +127,51 @@ def test_admission__editing_into_an_infeasible_promise_is_409_and_leaves_the_sch
     ordinary = client.patch(f"/api/v1/schedules/{schedule['scheduleId']}",
                             {"expectedRevision": 1, "startDeadlineSeconds": None})
     assert ordinary.status_code == 200 and ordinary.json()["startDeadlineSeconds"] is None
+
+
+def _congested_hour(client):
+    """40 strict five-second runs due at one instant 2-3 hours from now on 10 slots: a new
+    strict hourly schedule due then too starts 20 s late. Answers that instant."""
+    slots_report("embedded:test:1", {"short": 10})
+    congested = (authority_now() + timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
+    _wave(client, 40, recurrence={"kind": "cron", "cron": f"0 {congested.hour} * * *", "timezone": "UTC"}, **LOOSE)
+    return congested
+
+
+HOURLY = {"kind": "cron", "cron": "0 * * * *", "timezone": "UTC"}
+
+
+def test_admission__reads_the_candidate_in_its_window_and_under_its_calendars(client):
+    """The candidate's instants are those the scanner will materialize: a calendar skipping
+    the congested day, a window closing before the congested instant, or a count ending
+    before it leave it nothing to be late at; bare, its rule is refused there."""
+    congested = _congested_hour(client)
+    error = assert_error(_strict(client, recurrence=HOURLY, startDeadlineSeconds=10), 409, "deadline_infeasible")
+    assert error["details"]["instant"] == instant(congested)
+    holiday = client.post("/api/v1/calendars", {"name": "holiday", "timezone": "UTC",
+                                                "excludeDates": [congested.date().isoformat()]}).json()
+    admitted = {
+        "calendar skip": {"calendar": {"calendarIds": [holiday["calendarId"]], "policy": "skip"}},
+        "activeUntil": {"activeUntil": instant(congested - timedelta(minutes=1))},
+        "endAfterOccurrences": {"endAfterOccurrences": 2},
+        "activeFrom": {"activeFrom": instant(congested + timedelta(minutes=1))},
+    }
+    for case, fields in admitted.items():
+        response = _strict(client, recurrence=HOURLY, startDeadlineSeconds=10, name=case, **fields)
+        assert response.status_code == 201, (case, response.content)
+
+
+def test_admission__an_edit_is_read_under_the_calendar_and_window_it_would_store(client):
+    congested = _congested_hour(client)
+    schedule = _strict(client, recurrence=HOURLY).json()  # ordinary: nothing to admit
+    path = f"/api/v1/schedules/{schedule['scheduleId']}"
+    assert_error(client.patch(path, {"expectedRevision": 1, "startDeadlineSeconds": 10}), 409, "deadline_infeasible")
+    until = instant(congested - timedelta(minutes=1))
+    response = client.patch(path, {"expectedRevision": 1, "startDeadlineSeconds": 10, "activeUntil": until})
+    assert response.status_code == 200, response.content
+    # Reopening the window puts the congested instant back among its own: refused, nothing stored.
+    assert_error(client.patch(path, {"expectedRevision": 2, "activeUntil": None}), 409, "deadline_infeasible")
+    assert client.get(path).json()["activeUntil"] == until
 
 
 def test_admission__no_live_slots_refuses_a_strict_promise(client):

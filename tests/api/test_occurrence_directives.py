@@ -3,7 +3,7 @@ the transaction that materializes it (the scan, the armed timer), release of a h
 listing of coming occurrences, and hostile instants."""
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from runs import authority
 from runs.loops import scan_pass
@@ -247,6 +247,67 @@ def test_edit__keeps_directives_the_new_rule_produces__orphans_the_others(client
     revisions = client.get(f"/api/v1/schedules/{sid}/revisions").json()["results"]
     assert [r["revision"] for r in revisions] == [4, 3, 2, 1]
     assert revisions[1]["instantsDiff"]["removed"][0] == page[0]["at"] and revisions[-1]["instantsDiff"] is None
+
+
+def test_edit__calendar_policies__orphan_the_directives_of_instants_they_skip_or_move(client):
+    """A directive follows the instant, not the slot: a calendar that moves or skips its
+    instant orphans it; a directive on the moved instant is kept until a policy drops it."""
+    weekly = {"kind": "cron", "cron": "0 9 * * 3", "timezone": "UTC"}  # Wednesdays
+    sid = create_schedule(client, recurrence=weekly)["scheduleId"]
+    page = client.get(f"/api/v1/schedules/{sid}/occurrences?limit=3").json()["results"]
+    first, second = page[1]["at"], page[2]["at"]
+    assert _put(client, sid, first, {"action": "skip", "note": "founders day"}).status_code == 200
+    assert _put(client, sid, second, {"action": "hold"}).status_code == 200
+    calendar_id = client.post("/api/v1/calendars", {"name": "founders", "excludeDates": [first[:10]]},
+                              format="json").json()["calendarId"]
+
+    # Shifted after: the first Wednesday's instant moves to Thursday; its directive is orphaned.
+    body = _patch(client, sid, {"expectedRevision": 1,
+                                "calendar": {"calendarIds": [calendar_id], "policy": "shift_after"}}).json()
+    assert [o["at"] for o in body["orphanedDirectives"]] == [first]
+    thursday = (datetime.fromisoformat(first.replace("Z", "+00:00")) + timedelta(days=1))
+    assert thursday.isoformat().replace("+00:00", "Z") in body["instantsDiff"]["added"]
+    assert _put(client, sid, instant(thursday), {"action": "note", "note": "moved"}).status_code == 200
+
+    # Skipped instead: the moved instant is gone too, and its directive orphaned.
+    body = _patch(client, sid, {"expectedRevision": 2,
+                                "calendar": {"calendarIds": [calendar_id], "policy": "skip"}}).json()
+    assert [o["at"] for o in body["orphanedDirectives"]] == [instant(thursday)]
+    orphaned = client.get(f"/api/v1/schedules/{sid}/occurrences?orphaned=true").json()["results"]
+    assert [o["at"] for o in orphaned] == [first, instant(thursday)]
+
+    # No calendar: the Wednesday's directive is adopted back, Thursday's stays orphaned.
+    body = _patch(client, sid, {"expectedRevision": 3, "calendar": None}).json()
+    assert body["orphanedDirectives"] == []
+    orphaned = client.get(f"/api/v1/schedules/{sid}/occurrences?orphaned=true").json()["results"]
+    assert [o["at"] for o in orphaned] == [instant(thursday)]
+    coming = {o["at"]: o["directive"] for o in client.get(f"/api/v1/schedules/{sid}/occurrences?limit=3").json()[
+        "results"]}
+    assert coming[first]["note"] == "founders day" and coming[second]["action"] == "hold"
+
+
+def test_calendar_edit__orphans_the_directives_of_instants_it_now_skips__and_adopts_them_back(client):
+    calendar = client.post("/api/v1/calendars", {"name": "closures", "excludeDates": []}, format="json").json()
+    weekly = {"kind": "cron", "cron": "0 9 * * 3", "timezone": "UTC"}
+    sid = create_schedule(client, recurrence=weekly,
+                          calendar={"calendarIds": [calendar["calendarId"]], "policy": "skip"})["scheduleId"]
+    first, second = (o["at"] for o in client.get(f"/api/v1/schedules/{sid}/occurrences?limit=3").json()["results"][1:])
+    assert _put(client, sid, first, {"action": "skip", "note": "inventory"}).status_code == 200
+    assert _put(client, sid, second, {"action": "note", "note": "quarter end"}).status_code == 200
+    path = f"/api/v1/calendars/{calendar['calendarId']}"
+
+    edited = client.patch(path, {"expectedRevision": 1, "excludeDates": [first[:10]]}, format="json")
+
+    assert edited.status_code == 200, edited.content
+    orphaned = client.get(f"/api/v1/schedules/{sid}/occurrences?orphaned=true").json()["results"]
+    assert [(o["at"], o["directive"]["note"]) for o in orphaned] == [(first, "inventory")]
+    coming = [o["at"] for o in client.get(f"/api/v1/schedules/{sid}/occurrences?limit=3").json()["results"]]
+    assert first not in coming and second in coming
+    assert client.patch(path, {"expectedRevision": 2, "excludeDates": []}, format="json").status_code == 200
+    assert client.get(f"/api/v1/schedules/{sid}/occurrences?orphaned=true").json()["results"] == []
+    coming = {o["at"]: o["directive"] for o in client.get(f"/api/v1/schedules/{sid}/occurrences?limit=3").json()[
+        "results"]}
+    assert coming[first]["note"] == "inventory" and coming[second]["note"] == "quarter end"
 
 
 def test_edit__dry_run__answers_the_would_be_schedule_and_diff__stores_nothing(client):

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from schedules.calendars import calendar_create, calendar_update
+from schedule_services.calendars import calendar_create, calendar_update
 from schedules.models import Schedule
 from schedule_services.lifecycle import schedule_update
 from schedules.specs import ScheduleSpec

@@ -227,3 +227,51 @@ def test_browser__skip_a_coming_occurrence_with_a_note_then_remove_it(browser, w
     looks_right(browser, "schedule-occurrence-directives")
     click_and_wait(browser, row.find_element(By.CSS_SELECTOR, "button.clear"))
     assert not OccurrenceDirective.objects.exists()
+
+
+def test_browser__hold_a_coming_occurrence_then_release_its_run__and_note_another(browser, world, live_server):
+    import time
+
+    from runs.models import PendingReason, Run, RunState
+    from kernel.clock import instant
+
+    first = authority_now().replace(microsecond=0) + timedelta(seconds=10)
+    schedule = create_schedule(world.tenant, name="hourly-close", recurrence={
+        "kind": "interval", "everySeconds": 3600, "anchor": instant(first)})
+    browser.get(f"{live_server.url}/console/schedules/{schedule.id}/")
+    row = browser.find_element(By.CSS_SELECTOR, f'#occurrences tr[data-at="{instant(first)}"]')
+    row.find_element(By.NAME, "note").send_keys("wait for finance")
+    click_and_wait(browser, row.find_element(By.CSS_SELECTOR, "button.hold"))
+    second = instant(first + timedelta(hours=1))
+    row = browser.find_element(By.CSS_SELECTOR, f'#occurrences tr[data-at="{second}"]')
+    row.find_element(By.NAME, "note").send_keys("watch the totals")
+    click_and_wait(browser, row.find_element(By.CSS_SELECTOR, "button.note"))
+    assert text_of(browser, f'#occurrences tr[data-at="{instant(first)}"] td.directive').startswith(
+        "hold: wait for finance")
+    assert text_of(browser, f'#occurrences tr[data-at="{second}"] td.directive').startswith("note: watch the totals")
+
+    time.sleep(max(0.0, (first - authority_now()).total_seconds()) + 0.05)
+    authority.materialize_due()
+    held = Run.objects.get(schedule=schedule)
+    assert (held.state, held.pending_reason) == (RunState.PENDING, PendingReason.HELD)
+    browser.get(f"{live_server.url}/console/schedules/{schedule.id}/")
+    looks_right(browser, "schedule-held-run")
+    click_and_wait(browser, browser.find_element(By.CSS_SELECTOR, "#held button.release"))
+    assert "Released" in text_of(browser, ".messages")
+    assert Run.objects.get(id=held.id).state == RunState.QUEUED
+
+
+def test_browser__schedule_under_a_calendar_shows_its_moved_and_excluded_instants(browser, world, live_server):
+    from schedule_services.calendars import calendar_create
+
+    today = authority_now().date()
+    wednesday = today + timedelta(days=(2 - today.weekday()) % 7 or 7)
+    closures = calendar_create(tenant=world.tenant, fields={"name": "Founders day",
+                                                             "exclude_dates": [wednesday.isoformat()]})
+    schedule = create_schedule(world.tenant, name="weekly-ledger", cron="0 9 * * 3", zone="America/New_York",
+                               calendar={"calendarIds": [closures.id], "policy": "shift_after"})
+    browser.get(f"{live_server.url}/console/schedules/{schedule.id}/")
+    shown = text_of(browser, "#next-instants")
+    assert "excluded by Founders day" in shown and "moved from" in shown
+    assert "Founders day" in text_of(browser, "#rule .words")
+    looks_right(browser, "schedule-under-a-calendar")

@@ -222,7 +222,7 @@ def test_demand__an_interval_without_anchor_is_anchored_at_each_schedules_creati
 
 
 def test_demand__reads_each_rule_in_its_window_and_under_its_calendars(tenant):
-    from schedules.calendars import calendar_create
+    from schedule_services.calendars import calendar_create
 
     holiday = calendar_create(tenant=tenant, fields={"name": "holiday", "exclude_dates": ["2030-01-08"]})
     ended = create_schedule(tenant, cron="0 9 * * *", name="ends", activeUntil="2030-01-08T00:00:00Z")
@@ -242,3 +242,28 @@ def test_demand__reads_each_rule_in_its_window_and_under_its_calendars(tenant):
     # calendar; on the 9th the skipping one again. The Tuesday 10:00 moves to Wednesday.
     assert counts == {"07 09:00": 3, "08 09:00": 1, "09 09:00": 2, "09 10:00": 1}
     assert {ended.id, skipped.id, moved.id, every_day.id} == set(Schedule.objects.values_list("id", flat=True))
+
+
+def test_demand__a_schedule_ends_after_the_occurrences_its_count_leaves(tenant):
+    from runs.capacity.demand import strict_schedules
+
+    start = datetime(2030, 1, 7, 8, 0, tzinfo=UTC)
+    slots_report("embedded:test:1", {"short": 10})
+    two_left = create_schedule(tenant, cron="0 9 * * *", name="two left", endAfterOccurrences=5,
+                               startDeadlineSeconds=86400)
+    off_grid = create_schedule(tenant, cron="0 9 * * *", name="off grid", endAfterOccurrences=2)
+    plenty = create_schedule(tenant, cron="0 9 * * *", name="plenty", endAfterOccurrences=1000)
+    # Three of five materialized; the next instant 09:00 on the 7th.
+    Schedule.objects.filter(id=two_left.id).update(occurrences_materialized=3,
+                                                   next_run_at=datetime(2030, 1, 7, 9, tzinfo=UTC))
+    # A next instant off the rule's grid (made due by hand) is one of those it has left.
+    Schedule.objects.filter(id=off_grid.id).update(next_run_at=datetime(2030, 1, 7, 8, 30, tzinfo=UTC))
+    Schedule.objects.filter(id=plenty.id).update(next_run_at=datetime(2030, 1, 7, 9, tzinfo=UTC))
+
+    counts = Counter()
+    for d in occurrences_due(start, start + timedelta(days=4)):
+        counts[d.at.strftime("%d %H:%M")] += d.count
+
+    assert counts == {"07 08:30": 1, "07 09:00": 3, "08 09:00": 2, "09 09:00": 1, "10 09:00": 1}
+    [(source, _, _)] = strict_schedules("short", exclude=None, before=start + timedelta(days=4))
+    assert source.schedule_id == two_left.id and source.rule.active_until == datetime(2030, 1, 8, 9, tzinfo=UTC)

@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 
 from schedule_services.bulk import schedules_pause_matching
-from schedules.calendars import calendar_create, calendar_delete
+from schedule_services.calendars import calendar_create, calendar_delete
 from schedule_services.directives import directive_put
 from schedule_services.lifecycle import schedule_create, schedule_delete, schedule_edit, schedule_pause
 from kernel.clock import authority_now

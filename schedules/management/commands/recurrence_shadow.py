@@ -1,12 +1,14 @@
 """manage.py recurrence_shadow: before activating a recurrence engine, compare its next
-instants with the active engine's over the coming days for every saved rule."""
+instants with the active engine's over the coming days for every saved rule, each read as
+the scanner reads it (in its schedule's window, under its calendars)."""
 
 from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
+from schedules.calendars import calendar_days_for, stored_rule
 from schedules.models import Schedule
-from schedules.recurrence import RecurrenceError, parse_rule, render_local
+from schedules.recurrence import render_local
 from schedules.recurrence.shadow import compare_window
 from schedules.shadow import candidate_named
 from kernel.clock import authority_now, instant
@@ -18,7 +20,7 @@ class Command(BaseCommand):
             "Exits 1 when there is any.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--candidate", required=True, help="croniter, or a name in RECURRENCE_CANDIDATES")
+        parser.add_argument("--candidate", required=True, help="croniter, dateutil, business_days, or a name in RECURRENCE_CANDIDATES")
         parser.add_argument("--days", type=float, default=31)
         parser.add_argument("--after", help="start from this ISO instant instead of now")
 
@@ -29,17 +31,25 @@ class Command(BaseCommand):
         except Exception as exc:
             raise CommandError(str(exc)) from exc
         rules = mismatches = 0
-        for schedule_id, name, data in Schedule.objects.filter(deleted_at__isnull=True).order_by("id").values_list(
-                "id", "name", "recurrence"):
-            try:
-                rule = parse_rule(data)
-            except RecurrenceError:
+        calendars = {}  # (tenant, calendar ids) -> their exclusions, read once
+        schedules = Schedule.objects.filter(deleted_at__isnull=True).order_by("id").only(
+            "id", "tenant_id", "name", "recurrence", "created_at", "calendar", "active_from", "active_until")
+        for schedule in schedules.iterator(chunk_size=1000):
+            # Read as the scanner reads it: in its window, under its calendars.
+            rule = stored_rule(schedule)
+            if rule is None:
                 continue
+            refs = rule.calendar_refs()
+            if refs:
+                if (schedule.tenant_id, refs) not in calendars:
+                    calendars[schedule.tenant_id, refs] = calendar_days_for(refs, tenant_id=schedule.tenant_id)
+                rule = rule.bound(calendars[schedule.tenant_id, refs])
             rules += 1
             for m in compare_window(rule, start, days, engine):
                 mismatches += 1
                 self.stdout.write(
-                    f"{schedule_id} {name!r} {rule.kind} {_rule_text(rule)}{rule.timezone}: after {instant(m.after)}"
+                    f"{schedule.id} {schedule.name!r} {rule.kind} {_rule_text(rule)}{rule.timezone}"
+                    f"{_calendar_text(rule)}: after {instant(m.after)}"
                     f" active {_shown(rule, m.active)} candidate {_shown(rule, m.candidate)}"
                 )
         self.stdout.write(f"{candidate}: {mismatches} mismatches over {rules} rules, {days:g} days from {instant(start)}")
@@ -50,7 +60,15 @@ class Command(BaseCommand):
 def _rule_text(rule) -> str:
     if rule.kind == "cron":
         return f"{rule.cron} (dialect {rule.dialect}) "
+    if rule.kind == "business_day":
+        return f"days {','.join(str(n) for n in rule.days)} at {rule.at_time:%H:%M:%S} "
     return f"{rule.rrule.text} " if rule.kind == "rrule" else ""
+
+
+def _calendar_text(rule) -> str:
+    if not rule.calendar_ids:
+        return ""
+    return f" calendars {','.join(rule.calendar_ids)} ({rule.calendar_policy})"
 
 
 def _shown(rule, at) -> str:

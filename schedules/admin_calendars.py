@@ -1,22 +1,15 @@
 """The admin's calendars: created, edited, imported (.ics) and deleted through the services
-of schedules/calendars.py, so each edit is a revision and recomputes its schedules' next run."""
+of schedule_services/calendars.py, so each edit is a revision and recomputes its schedules' next run."""
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import csrf_protect_m
 from django.utils.html import format_html_join
 
-from schedules.calendars import (
-    calendar_create,
-    calendar_delete,
-    calendar_fields,
-    calendar_import,
-    calendar_update,
-    ics_dates,
-    parse_dates,
-)
-from schedules.models import AuthorKind, Calendar, ScheduleCalendar
 from kernel.errors import DomainError
+from schedule_services.calendars import calendar_create, calendar_delete, calendar_import, calendar_update
+from schedules.calendars import calendar_fields, ics_dates, parse_dates
+from schedules.models import AuthorKind, Calendar, ScheduleCalendar
 
 # Form field -> the request body's key.
 BODY_KEYS = {"name": "name", "timezone": "timezone", "exclude_dates": "excludeDates",
