@@ -330,7 +330,7 @@ SCAN_TIMER_ARM_SECONDS = env_int("SCAN_TIMER_ARM_SECONDS", 20)
 # Connections that fire an armed wave's batches at once (threads of the scanner).
 SCAN_FIRE_CONNECTIONS = env_int("SCAN_FIRE_CONNECTIONS", 2)
 # "builtin", or "shadow:<candidate>": the builtin engine stays authoritative and the
-# candidate's next instants are compared at every materialization (schedules.recurrence.shadow).
+# candidate's next instants are compared at every materialization (schedules.recurrence.shadow_candidates).
 RECURRENCE_ENGINE = os.environ.get("RECURRENCE_ENGINE", "builtin")
 # Modules holding @scheduler_job declarations beyond the installed apps' `jobs` modules.
 SCHEDULER_JOB_MODULES = env_list("SCHEDULER_JOB_MODULES")

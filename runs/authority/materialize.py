@@ -10,7 +10,7 @@ from django.db import transaction
 from schedules.jitter import jittered
 from schedules.selectors import occurrences_left
 from schedules.models import DirectiveAction, JobType, Schedule
-from schedules.shadow import ShadowWave
+from schedules.shadow_mode import ShadowWave
 from runs.authority.catch_up_bounds import WALK_UNDER_LOCK, Planned, WavePlans, plan_within_budget
 from runs.authority.finish_and_dispatch import dispatch_row
 from runs.catch_up import CatchUpPlan

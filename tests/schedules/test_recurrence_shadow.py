@@ -14,7 +14,7 @@ from runs import authority
 from schedules.models import Schedule, ShadowDisagreement
 from schedules.recurrence import next_after, parse_rule
 from schedules.recurrence.calendars import CalendarDays
-from schedules.recurrence.shadow import business_days_next, compare_window, croniter_next
+from schedules.recurrence.shadow_candidates import business_days_next, compare_window, croniter_next
 from tests.authority_steps import create_schedule, make_due
 
 UTC = timezone.utc

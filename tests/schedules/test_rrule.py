@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from schedules.recurrence import InvalidRRule, InvalidTimezone, next_after, parse_rule, preview
 from schedules.recurrence.instants import LATEST
-from schedules.recurrence.shadow import compare_window, dateutil_next
+from schedules.recurrence.shadow_candidates import compare_window, dateutil_next
 
 UTC = timezone.utc
 

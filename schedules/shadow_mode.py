@@ -3,7 +3,7 @@ RECURRENCE_ENGINE=shadow:<candidate> the builtin engine stays authoritative and,
 schedule a wave materializes, the candidate is asked for the next instant after the last
 one written; a disagreement is recorded (ShadowDisagreement, the admin's list) and counted.
 
-Candidates: schedules.recurrence.shadow.BUILTIN_CANDIDATES, and RECURRENCE_CANDIDATES
+Candidates: schedules.recurrence.shadow_candidates.BUILTIN_CANDIDATES, and RECURRENCE_CANDIDATES
 (name -> dotted path of a ``(rule, after) -> instant`` function) for others.
 """
 
@@ -15,7 +15,7 @@ from django.utils.module_loading import import_string
 
 from schedules.models import ShadowDisagreement
 from schedules.recurrence import Rule
-from schedules.recurrence.shadow import BUILTIN_CANDIDATES, compare_next
+from schedules.recurrence.shadow_candidates import BUILTIN_CANDIDATES, compare_next
 
 
 def candidate_named(name: str):
