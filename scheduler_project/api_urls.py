@@ -3,31 +3,21 @@
 from django.urls import path
 
 from scheduler_project.http.calendars import (
-    CalendarCollectionView,
-    CalendarDetailView,
-    CalendarImportView,
-    CalendarRevisionsView,
+    CalendarCollectionView, CalendarDetailView, CalendarImportView, CalendarRevisionsView,
 )
+from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
 from scheduler_project.http.concurrency_keys import ConcurrencyKeyListView, ConcurrencyKeyView
 from scheduler_project.http.health import IncidentCollectionView, ScheduleHealthView
-from scheduler_project.http.capacity import CapacityForecastView, ScheduleBackfillView, ScheduleStatisticsView
-from scheduler_project.http.occurrences import ScheduleOccurrencesView, ScheduleOccurrenceView
-from runs.views import RunCancelView, RunCollectionView, RunDetailView, RunReleaseView, RunReplayView, RunResultView
-from schedules.views import (
-    AuditView,
-    BulkPauseView,
-    BulkResumeView,
-    JobTypeListView,
-    ScheduleCollectionView,
-    ScheduleDetailView,
-    ScheduleInstantsView,
-    SchedulePauseView,
-    SchedulePreviewView,
-    ScheduleResumeView,
-    ScheduleRevisionsView,
+from scheduler_project.http.occurrences import ScheduleOccurrenceView, ScheduleOccurrencesView
+from scheduler_project.http.runs import (
+    RunCancelView, RunCollectionView, RunDetailView, RunReleaseView, RunReplayView, RunResultView,
+)
+from scheduler_project.http.schedules import (
+    AuditView, BulkPauseView, BulkResumeView, JobTypeListView, ScheduleCollectionView, ScheduleDetailView,
+    ScheduleInstantsView, SchedulePauseView, SchedulePreviewView, ScheduleResumeView, ScheduleRevisionsView,
     ScheduleRunsView,
 )
-from workers.views import ClaimView, CompleteView, HeartbeatView, ResultUploadView
+from scheduler_project.http.workers import ClaimView, CompleteView, HeartbeatView, ResultUploadView
 
 urlpatterns = [
     path("job-types", JobTypeListView.as_view(), name="job-type-list"),

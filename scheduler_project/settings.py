@@ -54,8 +54,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", _default_hosts)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
-    # The admin's registrations are read where its URLs are (scheduler_project/urls.py calls
-    # autodiscover): a worker or scanner process never imports the admin modules.
+    # The admin's registrations (scheduler_project/admin/) are read where its URLs are
+    # (scheduler_project/urls.py calls autodiscover): a worker or scanner never imports them.
     "django.contrib.admin.apps.SimpleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -72,6 +72,9 @@ INSTALLED_APPS = [
     "runs",
     "effects",
     "console",  # the operations console (/console/), staff only
+    # The interface on top of every app: its admin (scheduler_project/admin/), the commands
+    # that set a deployment up (create_tenant, bootstrap_demo, import_beat), its static files.
+    "scheduler_project",
 ]
 # The example jobs (examples/jobs.py, README "Add your first job"), when the tree has them.
 if (BASE_DIR / "examples" / "jobs.py").exists():
@@ -200,9 +203,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+# The project's own files (scheduler/favicon.svg) are its app's, in scheduler_project/static.
 STATIC_ROOT = VAR_DIR / "static"
-# The project's own files beside the apps' (the icon, scheduler/favicon.svg).
-STATICFILES_DIRS = [BASE_DIR / "scheduler_project" / "static"]
 
 # --- Dispatch ---------------------------------------------------------------------------
 # Unset: no broker; the database-backed dispatcher polls the outbox/run tables.

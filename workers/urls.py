@@ -1,7 +1,7 @@
 from django.urls import path
 
 from scheduler_project.http.errors import read_only
-from workers.object_views import object_download
+from scheduler_project.http.objects import object_download
 
 urlpatterns = [
     path("api/v1/objects/<str:token>", read_only(object_download), name="object-download"),

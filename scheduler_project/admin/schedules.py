@@ -2,7 +2,6 @@
 their form calls the API's validation and services, the pause/resume/run-now actions the
 services too."""
 
-from importlib import import_module
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -15,7 +14,7 @@ from django.utils.safestring import mark_safe
 from runs.authority import run_once, schedule_resume
 from runs.capacity.statistics import job_type_statistics, schedule_durations, schedule_statistics
 from runs.models import Run
-from schedules.admin_forms import ScheduleForm, preview_lines, schedule_zone, zoned
+from scheduler_project.admin.forms import ScheduleForm, preview_lines, schedule_zone, zoned
 from schedules.audit import staff_actor
 from schedule_services.directives import directive_delete, occurrences_between, orphaned_directives
 from schedules.models import (
@@ -441,5 +440,3 @@ class ShadowDisagreementAdmin(ReadOnlyAdmin):
     search_fields = ("schedule__id", "schedule__name")
     date_hierarchy = "recorded_at"
 
-
-import_module("schedules.admin_calendars")  # registers the calendars' admin, kept in a module of its own

@@ -4,9 +4,9 @@ from django.contrib import admin
 
 from runs.authority import run_cancel, run_release
 from runs.models import Attempt, Incident, Outbox, Run, StoredObject
+from scheduler_project.admin.forms import schedule_zone, zoned
+from scheduler_project.admin.schedules import ReadOnlyAdmin, apply_to_each
 from scheduler_project.http.representations import run_progress_representation
-from schedules.admin import ReadOnlyAdmin, apply_to_each
-from schedules.admin_forms import schedule_zone, zoned
 from schedules.audit import staff_actor
 
 

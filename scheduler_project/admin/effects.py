@@ -5,7 +5,7 @@ from django.contrib import admin
 
 from effects.delivery import effect_resolve
 from runs.models import EffectDelivery, EffectIntent
-from schedules.admin import ReadOnlyAdmin, apply_to_each
+from scheduler_project.admin.schedules import ReadOnlyAdmin, apply_to_each
 
 
 class EffectDeliveryInline(admin.TabularInline):

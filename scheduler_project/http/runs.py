@@ -4,19 +4,19 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
+from kernel.clock import instant
 from runs.authority import run_cancel, run_release, run_replay
 from runs.results import result_download
 from runs.selectors import run_get, tenant_runs_page
-from schedules.selectors import schedule_get_for_history
-from kernel.clock import instant
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.history import run_history_body
-from scheduler_project.http.representations import run_representation
 from scheduler_project.http.json import json_object_body
+from scheduler_project.http.representations import run_representation
 from scheduler_project.http.run_requests import RUN_FILTERS, ReplaySerializer, run_filters, run_filters_scope
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import lookup_id, validate_body
 from scheduler_project.http.views import PAGE_PARAMETERS, TenantAPIView, request_actor
+from schedules.selectors import schedule_get_for_history
 
 TAGS = ["runs"]
 

@@ -9,13 +9,13 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
-from objectstore import download_filename
-from runs.authority import check_result_size, complete, heartbeat
-from runs import metrics
+from kernel.clock import instant
 from kernel.errors import Forbidden, InvalidRequest
+from objectstore import download_filename
+from runs import metrics
+from runs.authority import check_result_size, complete, heartbeat
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.json import json_object_body
-from kernel.clock import instant
 from scheduler_project.http.representations import run_representation
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import MAX_BIGINT, lookup_id, validate_body

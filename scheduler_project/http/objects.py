@@ -8,9 +8,9 @@ import time
 from django.core import signing
 from django.http import FileResponse, JsonResponse
 
+from kernel.errors import DomainError, Forbidden, NotFound
 from objectstore import ObjectMissing, get_object_store
 from objectstore.filesystem import FilesystemObjectStore, read_download_link
-from kernel.errors import DomainError, Forbidden, NotFound
 
 
 def object_download(request, token: str):

@@ -2,9 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.errors import DomainError
 from schedules.models import DEFAULT_MAX_STORED_BYTES
 from schedules.tenants import tenant_create
-from kernel.errors import DomainError
 from workers.jobs.framework import builtin_job_types
 
 
