@@ -13,19 +13,19 @@ from console.timeline import INCIDENT_STYLES, counts, marks, occurrence_axis, sp
 from console.words import rule_in_words, rule_syntax, zone_of
 from datetime import timedelta
 
+from kernel.clock import authority_now
 from runs.authority import run_once, schedule_resume
 from runs.models import PendingReason, Run, RunState
 from runs.selectors import history_watermark, runs_page
-from schedules import recurrence
-from schedules.calendars import rule_bound, schedule_calendar_rule
-from schedules.models import Calendar, Schedule, Tenant
 from schedule_services.directives import directive_delete, directive_put, occurrences_between, orphaned_directives
-from schedules.audit import staff_actor
-from schedules.selectors import schedule_ended
 from schedule_services.lifecycle import schedule_pause
-from kernel.clock import authority_now
 from scheduler_project.http.occurrences import DirectiveSerializer, path_instant
 from scheduler_project.http.validation import validate_body
+from schedules import recurrence
+from schedules.audit import staff_actor
+from schedules.calendars import rule_bound, schedule_calendar_rule
+from schedules.models import Calendar, Schedule, Tenant
+from schedules.selectors import schedule_ended
 
 PREVIEW = 5  # next instants in the list
 COMING = 10  # next instants on a schedule's time axis

@@ -16,13 +16,13 @@ from datetime import datetime
 from django.db import transaction
 
 from kernel.errors import DomainError
+from schedule_services.lifecycle import schedule_create
 from schedules import recurrence
 from schedules.audit import Actor
 from schedules.beat.instants import beat_cron_instants, dst_notes
 from schedules.beat.rules import Translation, translate
 from schedules.celery_task_allowlist import CELERY_TASK_JOB_TYPE
 from schedules.models import AuthorKind, BeatImport, JobType, Tenant
-from schedule_services.lifecycle import schedule_create
 from schedules.specs import ScheduleSpec, validate_params
 
 NEXT_COUNT = 5

@@ -5,12 +5,12 @@ authority's (runs.authority.schedules_resume_action): a resume writes occurrence
 from django.db import transaction
 from django.db.models import F
 
+from kernel.clock import authority_now
+from kernel.errors import InvalidRequest
+from schedule_services.lifecycle import pause_details
 from schedules.audit import Actor, UNNAMED_API, audit_entry
 from schedules.models import AuditAction, AuditEntry, BulkAction, Schedule, Tenant
 from schedules.selectors import schedules_matching
-from schedule_services.lifecycle import pause_details
-from kernel.clock import authority_now
-from kernel.errors import InvalidRequest
 
 BULK_BATCH = 500
 

@@ -9,17 +9,17 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from schedules import recurrence
-from schedules.audit import Actor, UNNAMED_API, audit_record
-from schedules.celery_task_allowlist import check_celery_task_allowed
-from schedule_services.directives import instants_diff, reconcile_directives
 from kernel.clock import authority_now, instant
 from kernel.errors import (
     Contended, IdempotencyConflict, InvalidRequest, JobTypeForbidden, QuotaExceeded, RevisionConflict,
 )
 from runs.authority.locks import lock_schedule, lock_tenant
 from runs.capacity.admission import admit_start_deadline
+from schedule_services.directives import instants_diff, reconcile_directives
+from schedules import recurrence
+from schedules.audit import Actor, UNNAMED_API, audit_record
 from schedules.calendars import index_schedule_calendars, rule_bound, schedule_calendar_rule
+from schedules.celery_task_allowlist import check_celery_task_allowed
 from schedules.models import (
     AuditAction, JobType, OccurrenceDirective, RequestKey, Schedule, ScheduleLabel, ScheduleRevision, Tenant,
 )

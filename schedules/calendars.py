@@ -15,7 +15,7 @@ from django.db.models import Count, Q
 
 from kernel.errors import InvalidRequest, NotFound
 from schedules import recurrence
-from schedules.models import MAX_CALENDAR_DATES, Calendar, CalendarRevision, Schedule, ScheduleCalendar, Tenant
+from schedules.models import Calendar, CalendarRevision, MAX_CALENDAR_DATES, Schedule, ScheduleCalendar, Tenant
 from schedules.recurrence.calendars import CalendarDays
 
 MAX_ANNUAL_DATES = 366

@@ -14,10 +14,10 @@ from django.db import connection
 from kernel.clock import authority_now
 from runs import authority
 from runs.models import Attempt, Run, StoredObject
-from schedules.models import Schedule
-from workers import uploads
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import Schedule
+from workers import uploads
 
 # One instant per make_due(): after the instant we set, this rule's next one is months away.
 YEARLY = "0 0 1 1 *"

@@ -21,23 +21,15 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
-from runs import authority
-from runs.models import AttemptReason, Run
 from kernel.errors import StaleFence
 from kernel.failpoints import failpoint, failpoint_enabled
-from workers.jobs.framework import (
-    JobCanceled,
-    JobContext,
-    JobControl,
-    JobLost,
-    JobOutput,
-    JobTimedOut,
-    TransientJobError,
-    call_job,
-    get_job,
-)
+from runs import authority
+from runs.models import AttemptReason, Run
 from workers.job_context import context_for
-from workers.leases import TRANSIENT_DB_ERRORS, LeaseKeeper, lease_keeper
+from workers.jobs.framework import (
+    JobCanceled, JobContext, JobControl, JobLost, JobOutput, JobTimedOut, TransientJobError, call_job, get_job,
+)
+from workers.leases import LeaseKeeper, TRANSIENT_DB_ERRORS, lease_keeper
 from workers.timeouts import hard_limits, timeout_error
 from workers.uploads import stage_results
 

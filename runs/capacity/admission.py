@@ -31,24 +31,18 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db.models import F
 
+from kernel.clock import authority_now, instant as instant_text
+from kernel.errors import DeadlineInfeasible
 from runs.capacity import promises
 from runs.capacity.demand import (
-    Budget,
-    DemandTooLarge,
-    Source,
-    occurrences_due,
-    proposed_rule,
-    rule_instants,
-    source_due,
+    Budget, DemandTooLarge, Source, occurrences_due, proposed_rule, rule_instants, source_due,
 )
-from runs.capacity.forecast import class_work, claimants
+from runs.capacity.forecast import claimants, class_work
 from runs.capacity.live import live_slots
 from runs.capacity.statistics import job_type_durations, schedule_durations
 from runs.capacity.waves import Arrival, Lateness, SimulationTooLong, Steps, fewest, simulate
 from runs.models import AdmissionEpoch
 from schedules.selectors import occurrences_left
-from kernel.clock import authority_now, instant as instant_text
-from kernel.errors import DeadlineInfeasible
 
 MAX_CHECKED_INSTANTS = 100
 JITTER_LADDER = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)

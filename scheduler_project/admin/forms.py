@@ -9,14 +9,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
 
+from kernel.clock import instant
+from kernel.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
+from schedule_services.lifecycle import rule_warnings, schedule_create, schedule_edit, schedule_preview, schedule_update
 from schedules import recurrence
 from schedules.audit import Actor
 from schedules.models import (
     AuthorKind, JobType, MAX_CONCURRENCY_KEY_LENGTH, MisfirePolicy, OverlapPolicy, Schedule, Tenant,
 )
-from schedule_services.lifecycle import rule_warnings, schedule_create, schedule_edit, schedule_preview, schedule_update
-from kernel.clock import instant
-from kernel.errors import DeadlineInfeasible, DomainError, JobTypeForbidden, QuotaExceeded
 from schedules.specs import DEFAULT_POLICIES
 
 PREVIEW_COUNT = 5

@@ -11,21 +11,21 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from kernel.clock import authority_now
+from kernel.errors import DomainError
 from runs.authority import run_once, schedule_resume
 from runs.capacity.statistics import job_type_statistics, schedule_durations, schedule_statistics
 from runs.models import Run
+from schedule_services.directives import directive_delete, occurrences_between, orphaned_directives
+from schedule_services.lifecycle import schedule_pause
 from scheduler_project.admin.forms import ScheduleForm, preview_lines, schedule_zone, zoned
 from schedules.audit import staff_actor
-from schedule_services.directives import directive_delete, occurrences_between, orphaned_directives
 from schedules.models import (
     ApiToken, AuditEntry, BulkAction, ConcurrencyLimit, JobType, OccurrenceDirective, Schedule, ShadowDisagreement,
     Tenant,
 )
 from schedules.recurrence import RecurrenceError, parse_rule
 from schedules.selectors import schedule_rule
-from schedule_services.lifecycle import schedule_pause
-from kernel.clock import authority_now
-from kernel.errors import DomainError
 from schedules.tenants import token_revoke
 
 

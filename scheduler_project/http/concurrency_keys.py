@@ -4,8 +4,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from schedule_services.concurrency_keys import concurrency_key, concurrency_keys, key_limit_delete, key_limit_set
 from kernel.errors import InvalidRequest
+from schedule_services.concurrency_keys import concurrency_key, concurrency_keys, key_limit_delete, key_limit_set
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import StrictIntegerField, StrictSerializer, validate_body

@@ -7,13 +7,12 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import status
 from rest_framework.response import Response
 
-from schedules import recurrence
+from kernel.clock import authority_now, instant
+from kernel.errors import InvalidRequest
 from schedule_services.directives import (
     HORIZON, MAX_OCCURRENCES, directive_delete, directive_put, occurrences_between, orphaned_directives,
     orphaned_occurrences,
 )
-from kernel.clock import authority_now, instant
-from kernel.errors import InvalidRequest
 from scheduler_project.http.cursors import cursor_instant, decode_cursor, encode_cursor
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.representations import schedule_detail_representation
@@ -21,6 +20,7 @@ from scheduler_project.http.schedule_requests import OneLineField
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import StrictChoiceField, StrictSerializer, lookup_id, validate_body
 from scheduler_project.http.views import TenantAPIView, query_cursor, query_instant, query_integer, request_actor
+from schedules import recurrence
 from schedules.models import DirectiveAction, MAX_DIRECTIVE_NOTE_LENGTH
 from schedules.selectors import schedule_get
 

@@ -5,29 +5,14 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from kernel.errors import InvalidRequest
 from runs.authority import run_once, schedule_resume, schedules_resume_action
 from runs.capacity.statistics import runtime_statistics
 from runs.selectors import runs_page
-from schedules.audit import audit_entries
 from schedule_services.bulk import schedules_pause_matching
-from schedules.selectors import (
-    job_types_allowed,
-    occurrences_left,
-    schedule_get,
-    schedule_get_for_history,
-    schedule_revisions,
-    schedule_rule,
-    schedules_list,
-)
 from schedule_services.lifecycle import (
-    rule_warnings,
-    schedule_create,
-    schedule_delete,
-    schedule_pause,
-    schedule_preview,
-    schedule_edit,
+    rule_warnings, schedule_create, schedule_delete, schedule_edit, schedule_pause, schedule_preview,
 )
-from kernel.errors import InvalidRequest
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.cursors import decode_cursor, encode_cursor
 from scheduler_project.http.history import run_history_body
@@ -47,6 +32,11 @@ from scheduler_project.http.validation import lookup_id, validate_body
 from scheduler_project.http.views import (
     PAGE_PARAMETERS, TenantAPIView, idempotency_key, query_cursor, query_instant, query_integer, query_limit,
     request_actor,
+)
+from schedules.audit import audit_entries
+from schedules.selectors import (
+    job_types_allowed, occurrences_left, schedule_get, schedule_get_for_history, schedule_revisions, schedule_rule,
+    schedules_list,
 )
 
 TAGS = ["schedules"]

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from kernel.clock import authority_now, instant
 from runs import authority
 from runs.models import Run, Trigger
 from schedules.models import Schedule
-from kernel.clock import authority_now, instant
 from tests.api.conftest import CRON_BODY, create_schedule, post_raw
 
 pytestmark = pytest.mark.django_db

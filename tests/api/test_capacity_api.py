@@ -5,12 +5,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from kernel.clock import authority_now, instant
 from runs.authority import release_backfill
 from runs.capacity.live import slots_report
 from runs.models import PendingReason, Run, RunState
 from schedules.jitter import jitter_offset, jittered
 from schedules.models import Schedule
-from kernel.clock import authority_now, instant
 from tests.api.conftest import CRON_BODY, assert_error, create_schedule
 from tests.authority_steps import make_due
 

@@ -5,11 +5,11 @@ listing of coming occurrences, and hostile instants."""
 import time
 from datetime import datetime, timedelta
 
+from kernel.clock import authority_now, instant
 from runs import authority
 from runs.loops import scan_pass
 from runs.models import PendingReason, Run, RunState, SkipReason
-from schedules.models import MAX_DIRECTIVES, AuditEntry, OccurrenceDirective, Schedule
-from kernel.clock import authority_now, instant
+from schedules.models import AuditEntry, MAX_DIRECTIVES, OccurrenceDirective, Schedule
 from tests.api.conftest import create_schedule
 
 HOURLY = {"kind": "interval", "everySeconds": 3600}

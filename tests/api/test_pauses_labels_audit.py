@@ -4,11 +4,11 @@ from datetime import timedelta
 
 from django.test import Client
 
+from kernel.clock import authority_now, instant
+from runs.authority import resume as resume_module
 from runs.loops import scan_pass
 from runs.models import Run, RunState
 from schedule_services import bulk
-from kernel.clock import authority_now, instant
-from runs.authority import resume as resume_module
 from schedules.models import AuditEntry, Schedule
 from tests.api.conftest import create_schedule
 from tests.console.seed import staff_user

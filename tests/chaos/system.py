@@ -24,9 +24,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from kernel.clock import authority_now
 from runs import authority
 from runs.models import Attempt, AttemptState, Run, TERMINAL_STATES
-from schedules.models import JobType, Schedule
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import JobType, Schedule
 from tests.chaos.invariants import InvariantReport, check_invariants
 from tests.e2e.processes import PYTHON, wait_until
 from tests.factories import make_tenant

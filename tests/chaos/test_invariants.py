@@ -12,12 +12,12 @@ from kernel.clock import authority_now
 from objectstore import get_object_store
 from runs import authority
 from runs.models import Attempt, Run, RunState, StoredObject
-from schedules.models import Schedule
-from workers import uploads
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import Schedule
 from tests.chaos.invariants import check_invariants
 from tests.factories import make_tenant
+from workers import uploads
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from schedule_services.calendars import calendar_create, calendar_update
-from schedules.models import Schedule
 from schedule_services.lifecycle import schedule_update
+from schedules.models import Schedule
 from schedules.specs import ScheduleSpec
 from tests.authority_steps import create_schedule
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from runs import authority
 from kernel.clock import authority_now
+from runs import authority
 from runs.models import Attempt, Outbox, Run, RunState
 from schedules import recurrence
 from schedules.models import Schedule, Tenant

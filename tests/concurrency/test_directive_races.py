@@ -8,14 +8,14 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from kernel.clock import authority_now, instant
+from kernel.errors import InvalidState
 from runs.authority import arm, fire_armed, materialize_due
 from runs.models import Run, RunState, SkipReason
 from schedule_services.directives import directive_put
-from schedules.models import OccurrenceDirective, Schedule
 from schedule_services.lifecycle import schedule_create
-from kernel.clock import authority_now, instant
-from kernel.errors import InvalidState
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import OccurrenceDirective, Schedule
 from tests.concurrency.harness import race
 
 ROUNDS = 6

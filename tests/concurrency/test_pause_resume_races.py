@@ -4,12 +4,12 @@ from datetime import timedelta
 
 import pytest
 
+from kernel.clock import authority_now
 from runs.authority import resume_due_pauses, schedule_resume, schedules_resume_action
 from runs.models import Run, RunState
 from schedule_services.bulk import schedules_pause_matching
-from schedules.models import AuditEntry, Schedule
 from schedule_services.lifecycle import schedule_pause
-from kernel.clock import authority_now
+from schedules.models import AuditEntry, Schedule
 from tests.authority_steps import create_schedule
 from tests.concurrency.harness import race
 

@@ -3,11 +3,11 @@ revision's payload through every retry, whatever edits come later."""
 
 import pytest
 
+from kernel.errors import RevisionConflict
 from runs import authority
 from runs.models import AttemptState, Run, RunState
-from schedules.models import Schedule, ScheduleRevision
 from schedule_services.lifecycle import schedule_update
-from kernel.errors import RevisionConflict
+from schedules.models import Schedule, ScheduleRevision
 from schedules.specs import ScheduleSpec
 from tests.authority_steps import create_schedule, expire_lease, materialize_one
 from tests.concurrency.harness import race

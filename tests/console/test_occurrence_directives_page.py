@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
+from kernel.clock import authority_now, instant
 from runs.authority import materialize_due
 from runs.models import PendingReason, Run, RunState
-from schedules.models import AuditEntry, OccurrenceDirective
 from schedule_services.lifecycle import schedule_create
-from kernel.clock import authority_now, instant
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import AuditEntry, OccurrenceDirective
 from tests.console.seed import staff_user
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from runs.authority import run_once
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.celery import app
 from scheduler_project.http.schedule_requests import schedule_spec
-from schedule_services.lifecycle import schedule_create
 from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import wait_until
 from tests.runs.test_relay_broker_restart import broker

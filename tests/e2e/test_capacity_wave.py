@@ -13,8 +13,8 @@ from runs.capacity.forecast import forecast
 from runs.capacity.live import live_slots
 from runs.capacity.statistics import job_type_statistics
 from runs.models import Run, RunState, WorkerSlots
-from scheduler_project.http.schedule_requests import schedule_spec
 from schedule_services.lifecycle import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import wait_until
 from tests.factories import make_tenant

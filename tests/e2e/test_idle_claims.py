@@ -13,8 +13,8 @@ from django.db import connection
 
 from runs.authority import run_once
 from runs.models import Attempt, Outbox, Run, RunState
-from scheduler_project.http.schedule_requests import schedule_spec
 from schedule_services.lifecycle import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from tests.chaos.invariants import check_invariants
 from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import wait_until

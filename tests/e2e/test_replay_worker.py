@@ -12,7 +12,7 @@ from runs import authority
 from runs.models import Attempt, Run
 from schedules.models import JobType
 from tests.authority_steps import create_schedule
-from tests.e2e.gated import gated_jobs  # noqa: F401
+from tests.e2e.gated import gated_jobs
 from tests.e2e.processes import wait_until
 from tests.effects.helpers import attachments, read_mailbox, start_smtp_sink
 from tests.factories import api_client, make_tenant

@@ -18,9 +18,9 @@ from kernel.clock import authority_now
 from objectstore import get_object_store
 from runs import authority
 from runs.models import Outbox, Run, RunState
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.models import Schedule
-from schedule_services.lifecycle import schedule_create
 from tests.child_env import redis_mode
 from tests.e2e.processes import wait_until
 from tests.factories import make_tenant

@@ -5,12 +5,12 @@ from datetime import timedelta
 
 import pytest
 
+from kernel.clock import authority_now, instant
 from runs.health import evaluation
 from runs.health.evaluation import health_pass
 from runs.models import Incident, Run
-from schedules.models import Schedule
 from schedule_services.lifecycle import schedule_delete, schedule_update
-from kernel.clock import authority_now, instant
+from schedules.models import Schedule
 from schedules.specs import ScheduleSpec
 from tests.authority_steps import REPORT, make_due, publish, stage
 from tests.health.steps import claim_all, expecting, fail, later, materialize

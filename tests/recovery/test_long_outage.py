@@ -14,12 +14,12 @@ import pytest
 from django.db.models import Count, Max, Min, Q, Sum
 from django.db.models.functions import Coalesce
 
+from kernel.clock import authority_now
 from runs.catch_up import RUN_ALL_PER_CYCLE
 from runs.models import Run, RunState, SkipReason, Trigger
-from schedules.models import Schedule
 from schedule_services.lifecycle import schedule_create
-from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import Schedule
 from tests.e2e.processes import wait_until
 from tests.factories import make_tenant
 from tests.recovery.drills import TransactionWatch, elapsed, figures, integrity

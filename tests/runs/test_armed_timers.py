@@ -13,13 +13,13 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from kernel.clock import authority_now
 from runs import authority
 from runs.models import Outbox, PendingReason, Run, RunState, SkipReason
 from runs.timers import Timers, fire
+from schedule_services.lifecycle import schedule_delete, schedule_pause, schedule_update
 from schedules.jitter import jittered
 from schedules.models import Schedule
-from schedule_services.lifecycle import schedule_delete, schedule_pause, schedule_update
-from kernel.clock import authority_now
 from schedules.specs import ScheduleSpec
 from tests.authority_steps import create_schedule
 from tests.concurrency.harness import Session

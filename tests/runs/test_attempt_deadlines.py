@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 
+from kernel.clock import authority_now
+from kernel.errors import InvalidRequest, StaleFence
 from runs import authority
 from runs.models import Attempt, Run, RunState
 from schedules.models import JobType
-from kernel.clock import authority_now
-from kernel.errors import InvalidRequest, StaleFence
 from tests.authority_steps import create_schedule, start_run
 from tests.factories import api_client, make_worker_token
 

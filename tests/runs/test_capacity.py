@@ -5,13 +5,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from kernel.clock import authority_now
 from runs.capacity.demand import occurrences_due
 from runs.capacity.forecast import forecast
 from runs.capacity.live import capacity_by_class, live_slots, slots_report, slots_withdraw
 from runs.capacity.statistics import job_type_statistics
 from runs.models import Attempt, Run, RunState, WorkerSlots
 from schedules.models import Schedule
-from kernel.clock import authority_now
 from tests.authority_steps import create_schedule, succeeded_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]

@@ -12,15 +12,15 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from kernel.clock import authority_now
 from runs import authority
 from runs.authority import catch_up_bounds, materialize, resume
 from runs.catch_up import SKIPPED_RECORDS_CAP
 from runs.models import Run, RunState, SkipReason
+from schedule_services.lifecycle import schedule_create, schedule_pause
+from scheduler_project.http.schedule_requests import schedule_spec
 from schedules import recurrence
 from schedules.models import Schedule
-from schedule_services.lifecycle import schedule_create, schedule_pause
-from kernel.clock import authority_now
-from scheduler_project.http.schedule_requests import schedule_spec
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 

@@ -10,8 +10,8 @@ from django.db import IntegrityError, connection, transaction
 from kernel.clock import authority_now
 from runs import authority
 from runs.models import Run, RunState
-from schedules.models import Schedule
 from schedule_services.lifecycle import due_bucket
+from schedules.models import Schedule
 from tests.authority_steps import create_schedule, make_due
 
 pytestmark = pytest.mark.django_db

@@ -17,13 +17,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.authority.statements import claim
-from runs.authority.statements.outbox import outbox_mark_dispatched
+from kernel.clock import authority_now
 from runs.authority.materialize import _waiting_counts
 from runs.authority.reserve import Reserve
+from runs.authority.statements import claim
+from runs.authority.statements.outbox import outbox_mark_dispatched
 from runs.authority.sweep import sweep_expired_leases
 from runs.selectors import tenant_runs_page
-from kernel.clock import authority_now
 from tests import plans
 from tests.authority_steps import create_schedule
 

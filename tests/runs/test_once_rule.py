@@ -5,12 +5,12 @@ from datetime import timedelta
 
 import pytest
 
+from kernel.clock import authority_now
 from runs import authority
 from runs.models import Run
-from schedules.models import Schedule
 from schedule_services.lifecycle import schedule_create
-from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import Schedule
 
 pytestmark = pytest.mark.django_db
 

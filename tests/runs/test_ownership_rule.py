@@ -12,15 +12,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from kernel.clock import authority_now
+from kernel.errors import StaleFence
 from runs import authority
 from runs.authority import Success
 from runs.authority.group_commit import _commit_group
 from runs.authority.objects import attempt_can_publish
-from runs.authority.statements.objects import objects_register_if_owned
 from runs.authority.staging import result_key
+from runs.authority.statements.objects import objects_register_if_owned
 from runs.models import Attempt, Run, RunState, StoredObject
-from kernel.clock import authority_now
-from kernel.errors import StaleFence
 from tests.authority_steps import create_schedule, expire_lease, stage, start_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]

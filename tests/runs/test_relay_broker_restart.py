@@ -7,8 +7,8 @@ import redis
 
 from runs.authority import run_once
 from runs.models import Outbox
-from scheduler_project.http.schedule_requests import schedule_spec
 from schedule_services.lifecycle import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from tests.servers import broker
 from workers.hint_publisher import broker_epoch, republish_and_relay
 

@@ -9,12 +9,12 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 
+from kernel.clock import authority_now
 from runs.models import Run
 from runs.scanner import ScanLoop
 from runs.timers import FIRST_CHUNK, Timers, fire
-from schedules.models import Schedule
 from schedule_services.lifecycle import schedule_pause, schedule_update
-from kernel.clock import authority_now
+from schedules.models import Schedule
 from schedules.specs import ScheduleSpec
 from tests.authority_steps import create_schedule
 

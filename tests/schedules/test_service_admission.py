@@ -3,11 +3,11 @@ admission (a command, the beat importer, a script) is checked like the API."""
 
 import pytest
 
-from runs.capacity.live import slots_report
-from schedules.models import Schedule
-from schedule_services.lifecycle import schedule_edit
 from kernel.errors import DeadlineInfeasible
+from runs.capacity.live import slots_report
+from schedule_services.lifecycle import schedule_edit
 from scheduler_project.http.schedule_requests import schedule_changes
+from schedules.models import Schedule
 from tests.authority_steps import create_schedule
 
 pytestmark = pytest.mark.django_db

@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
+from kernel.clock import authority_now
 from schedule_services.bulk import schedules_pause_matching
 from schedule_services.calendars import calendar_create, calendar_delete
 from schedule_services.directives import directive_put
 from schedule_services.lifecycle import schedule_create, schedule_delete, schedule_edit, schedule_pause
-from kernel.clock import authority_now
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.specs import ScheduleSpec
 from schedules.tenants import tenant_create

@@ -10,9 +10,9 @@ from django_celery_beat.models import PeriodicTask
 from kernel.clock import authority_now
 from runs import authority
 from runs.models import Run, RunState
-from schedules.models import Schedule
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import Schedule
 from workers import tasks
 
 pytestmark = pytest.mark.django_db

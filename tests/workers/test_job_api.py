@@ -17,9 +17,9 @@ from kernel.clock import authority_now
 from objectstore import get_object_store
 from runs import authority
 from runs.models import Run, RunState
+from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.models import JobType, Schedule
-from schedule_services.lifecycle import schedule_create
 from tests.child_env import database_url_of_test_db
 from workers.intake import claim_and_execute
 from workers.jobs import framework

@@ -16,9 +16,9 @@ from kernel.clock import authority_now
 from objectstore import get_object_store
 from runs import authority
 from runs.models import Attempt, AttemptState, PendingReason, Run, RunState, StoredObject
-from schedules.models import JobType, Schedule
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
+from schedules.models import JobType, Schedule
 from workers.intake import claim_and_execute
 from workers.leases import lease_keeper
 from workers.runtime import execute_claimed

@@ -14,8 +14,8 @@ from runs import authority
 from runs.authority.unknown_job_types import REOFFER_MAX_SECONDS
 from runs.models import Outbox, Run, RunState
 from runs.relay import relay_pass
-from scheduler_project.http.schedule_requests import schedule_spec
 from schedule_services.lifecycle import schedule_create
+from scheduler_project.http.schedule_requests import schedule_spec
 from workers.embedded_pool import EmbeddedDispatcher
 from workers.intake import claim_and_execute
 from workers.jobs import framework

@@ -9,9 +9,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from runs.authority import run_once
-from schedules.models import ApiToken, JobType, Schedule, Tenant, TokenKind
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import request_hash, schedule_spec
+from schedules.models import ApiToken, JobType, Schedule, Tenant, TokenKind
 from schedules.tenants import tenant_create, tenant_token_create
 
 DEMO_SCHEDULE = {

@@ -4,10 +4,10 @@ from datetime import datetime, timezone
 
 from django.core.management.base import BaseCommand, CommandError
 
-from schedule_services.beat_import import NEXT_COUNT, RowPlan, apply_import, plan_import
 from kernel.clock import authority_now
 from kernel.errors import DomainError
 from kernel.progress import progress
+from schedule_services.beat_import import NEXT_COUNT, RowPlan, apply_import, plan_import
 from schedules.beat.rules import rule_text
 from schedules.models import Tenant
 

@@ -6,12 +6,12 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kernel.clock import authority_now, instant
 from schedules.calendars import calendar_days_for, stored_rule
 from schedules.models import Schedule
 from schedules.recurrence import render_local
 from schedules.recurrence.shadow_candidates import compare_window
 from schedules.shadow_mode import candidate_named
-from kernel.clock import authority_now, instant
 
 
 class Command(BaseCommand):

@@ -2,8 +2,8 @@ import argparse
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.loops import Stopper
 from kernel.startup import require_secrets
+from runs.loops import Stopper
 from workers.embedded_pool import EmbeddedDispatcher
 
 
