@@ -3,6 +3,7 @@ a wave's re-lock of what it planned, and a group of completions' schedules. Sche
 second in the lock order (tenant, schedule, run, object: runs/authority/locks.py)."""
 
 from django.db import connection
+from django.db.models import Q
 
 from runs.authority.statements import dialect
 from runs.authority.statements.dialect import pg_array, row_locks
@@ -20,8 +21,7 @@ def schedules_lock_due(fields, buckets: list[int], now, limit: int, exclude: lis
     sort of everything due; buckets are read in the order given.
     """
     if not dialect.postgresql():
-        due = Schedule.objects.filter(next_run_at__lte=now, bucket__in=buckets, paused=False, deleted_at__isnull=True)
-        return list(due.exclude(id__in=exclude).order_by("next_run_at").values_list(*fields)[:limit])
+        return _due_rows(fields, Q(bucket__in=buckets), now, limit, exclude)
     columns = ", ".join(f'due."{Schedule._meta.get_field(name).column}"' for name in fields)
     sql = (
         f"SELECT {columns} FROM unnest(%s::smallint[]) AS b(bucket) CROSS JOIN LATERAL ("
@@ -42,8 +42,7 @@ def schedules_lock_due_among(fields, ids: list[str], now, limit: int, exclude: l
     materialized is the schedule as it is now, whatever the timer was loaded from. The
     caller holds no run lock."""
     if not dialect.postgresql():
-        due = Schedule.objects.filter(id__in=ids, next_run_at__lte=now, paused=False, deleted_at__isnull=True)
-        return list(due.exclude(id__in=exclude).order_by("next_run_at").values_list(*fields)[:limit])
+        return _due_rows(fields, Q(id__in=ids), now, limit, exclude)
     columns = ", ".join(f'"{Schedule._meta.get_field(name).column}"' for name in fields)
     sql = (
         f"SELECT {columns} FROM {Schedule._meta.db_table}"
@@ -53,6 +52,12 @@ def schedules_lock_due_among(fields, ids: list[str], now, limit: int, exclude: l
     with connection.cursor() as cursor:
         cursor.execute(sql, [list(ids), now, list(exclude), limit])
         return cursor.fetchall()
+
+
+def _due_rows(fields, among: Q, now, limit: int, exclude) -> list[tuple]:
+    """The SQLite form of both: its one writer needs no row locks, so a plain read."""
+    due = Schedule.objects.filter(among, next_run_at__lte=now, paused=False, deleted_at__isnull=True)
+    return list(due.exclude(id__in=exclude).order_by("next_run_at").values_list(*fields)[:limit])
 
 
 def schedules_lock_live(fields, ids: list[str]) -> list[tuple]:
