@@ -18,7 +18,7 @@ from django.db.models import Count, Max, Min, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from runs.models import UNFINISHED, Run, RunState, owed_since_expression
-from runs.selectors import waiting_on_key
+from runs.selectors import waiting_on_key, with_concurrency_key
 from schedules.models import Schedule, Tenant
 from schedules.recurrence import EARLIEST
 from schedules.selectors import unavailable_job_types
@@ -52,7 +52,7 @@ def late_now(now: datetime) -> Late:
     summary = waiting.aggregate(count=Count("id"), since=Min("owed"))
     if not summary["count"]:
         return Late()
-    oldest = list(waiting.select_related("schedule", "tenant").order_by("owed", "id")[:SHOWN])
+    oldest = list(with_concurrency_key(waiting.select_related("schedule", "tenant")).order_by("owed", "id")[:SHOWN])
     unavailable = unavailable_job_types()
     key_bound = waiting_on_key(oldest)
     for run in oldest:

@@ -12,7 +12,7 @@ from console.access import act, staff_only
 from runs.authority import run_cancel, run_release, run_replay
 from runs.models import Run, RunState
 from runs.results import result_download
-from runs.selectors import history_watermark, tenant_runs_page
+from runs.selectors import history_watermark, tenant_runs_page, with_concurrency_key, with_schedule
 from schedules.audit import staff_actor
 from schedules.models import Tenant
 from kernel.errors import DomainError
@@ -31,7 +31,7 @@ def run_list(request):
     runs = []
     if tenant is not None:
         runs = tenant_runs_page(tenant=tenant, states=[state] if state else (), upper_bound=history_watermark(),
-                                after=before, limit=filters.PAGE_SIZE)
+                                after=before, limit=filters.PAGE_SIZE, shown=with_schedule)
     context = {
         "runs": runs, "tenants": tenants, "states": RunState.values,
         "filters": {"tenant": tenant_id, "state": state},
@@ -42,7 +42,7 @@ def run_list(request):
 
 @staff_only
 def run_detail(request, run_id):
-    run = get_object_or_404(Run.objects.select_related("schedule", "tenant"), id=run_id)
+    run = get_object_or_404(with_concurrency_key(Run.objects.select_related("schedule", "tenant")), id=run_id)
     progress = run_progress_representation(run)  # as the API shows it: a succeeded run reads complete
     context = {
         "run": run,

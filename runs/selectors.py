@@ -5,13 +5,16 @@ from datetime import timedelta
 from functools import reduce
 
 from django.db import connection
-from django.db.models import Prefetch, Q
+from django.db.models import F, Prefetch, Q
 
 from kernel.clock import authority_now
-from runs.models import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED, Attempt, Run
+from runs.models import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED, Attempt, EffectIntent, Run
 from kernel.errors import NotFound
 
-__all__ = ["authority_now", "history_watermark", "run_get", "runs_page", "tenant_runs_page", "waiting_on_key"]
+__all__ = [
+    "authority_now", "history_watermark", "run_get", "run_reread", "runs_page", "tenant_runs_page", "waiting_on_key",
+    "with_concurrency_key", "with_details", "with_schedule",
+]
 
 # Used only when the database role cannot see other sessions' transaction start times.
 WATERMARK_FALLBACK_LAG = timedelta(seconds=30)
@@ -38,26 +41,54 @@ def history_watermark():
     return min(now, oldest) if oldest else now
 
 
-def _with_details(runs):
-    return runs.select_related("schedule").prefetch_related(
-        Prefetch("attempts", queryset=Attempt.objects.order_by("number")), "effect_intents"
+# What a run's representation shows of its attempts and effect intents.
+_ATTEMPT_SHOWN = ("run_id", "number", "state", "started_at", "finished_at", "error", "reason")
+_INTENT_SHOWN = ("run_id", "action", "kind", "state", "reason")
+
+
+def with_concurrency_key(runs):
+    """``runs`` with their schedule's concurrency key (``concurrency_key``), which
+    `waiting_on_key` reads: a column of the join, no Schedule built."""
+    return runs.annotate(concurrency_key=F("schedule__concurrency_key"))
+
+
+def with_details(runs):
+    """``runs`` as the API shows them: with their concurrency key, their attempts in order
+    (``attempt_list``) and effect intents by action (``effect_list``), each read with the
+    columns shown (the run's payload is not decoded)."""
+    return with_concurrency_key(runs.defer("payload")).prefetch_related(
+        Prefetch("attempts", queryset=Attempt.objects.only(*_ATTEMPT_SHOWN).order_by("number"), to_attr="attempt_list"),
+        Prefetch("effect_intents", queryset=EffectIntent.objects.only(*_INTENT_SHOWN).order_by("action"),
+                 to_attr="effect_list"),
     )
 
 
+def with_schedule(runs):
+    """``runs`` with their schedule (a console page names it and reads its zone)."""
+    return runs.select_related("schedule")
+
+
 def run_get(*, tenant, run_id: str) -> Run:
-    run = _with_details(Run.objects.filter(id=run_id, tenant=tenant)).first()
+    run = with_details(Run.objects.filter(id=run_id, tenant=tenant)).first()
     if run is None:
         raise NotFound("no such run")
     return run
 
 
-def runs_page(*, schedule, upper_bound, after: tuple | None, limit: int) -> list[Run]:
+def run_reread(run: Run) -> Run:
+    """``run`` read again with its details, as `run_get` reads it: what a write returns."""
+    return with_details(Run.objects.filter(id=run.id)).get()
+
+
+def runs_page(*, schedule, upper_bound, after: tuple | None, limit: int, shown=with_details) -> list[Run]:
     """One page of a schedule's history (see `_history_page`)."""
-    return _history_page(Run.objects.filter(schedule=schedule), upper_bound=upper_bound, after=after, limit=limit)
+    return _history_page(Run.objects.filter(schedule=schedule), upper_bound=upper_bound, after=after, limit=limit,
+                         shown=shown)
 
 
 def tenant_runs_page(
-    *, tenant, states=(), schedule_id=None, job_type=None, since=None, upper_bound, after, limit: int
+    *, tenant, states=(), schedule_id=None, job_type=None, since=None, upper_bound, after, limit: int,
+    shown=with_details,
 ) -> list[Run]:
     """One page of every run of the tenant's schedules, narrowed by the filters given:
     any of `states`, one schedule, one job type, `scheduled_at` at or after `since`."""
@@ -70,7 +101,7 @@ def tenant_runs_page(
         runs = runs.filter(job_type=job_type)
     if since is not None:
         runs = runs.filter(scheduled_at__gte=since)
-    return _history_page(runs, upper_bound=upper_bound, after=after, limit=limit)
+    return _history_page(runs, upper_bound=upper_bound, after=after, limit=limit, shown=shown)
 
 
 def _in_states(states) -> Q:
@@ -83,27 +114,30 @@ def _in_states(states) -> Q:
     return reduce(operator.or_, sides, Q(pk__in=[]))
 
 
-def _history_page(runs, *, upper_bound, after: tuple | None, limit: int) -> list[Run]:
+def _history_page(runs, *, upper_bound, after: tuple | None, limit: int, shown) -> list[Run]:
     """Runs ordered by (scheduled_at, id) descending, created no later than ``upper_bound``,
-    strictly after the ``after`` keyset position. The pinned bound keeps pages stable."""
+    strictly after the ``after`` keyset position. The pinned bound keeps pages stable.
+    ``shown(runs)`` says what is read with them: the API's `with_details`, the console's
+    `with_schedule`, or with None their own columns alone."""
     runs = runs.filter(created_at__lte=upper_bound)
     if after is not None:
         scheduled_at, run_id = after
         runs = runs.filter(Q(scheduled_at__lt=scheduled_at) | Q(scheduled_at=scheduled_at, id__lt=run_id))
-    return list(_with_details(runs.order_by("-scheduled_at", "-id"))[:limit])
+    runs = runs.order_by("-scheduled_at", "-id")
+    return list((shown(runs) if shown else runs)[:limit])
 
 
 def waiting_on_key(runs) -> frozenset[str]:
     """The ids of those of `runs` queued while their schedule's concurrency key has as many
     attempts running as its limit allows (what the claim leaves queued): one statement, none
-    when no queued run's schedule (loaded with it, as `_with_details` does) has a key."""
+    when no queued run's schedule has a key (read with them by `with_concurrency_key`)."""
     from django.db.models import Count, F, OuterRef, Subquery, Value
     from django.db.models.functions import Coalesce
 
     from runs.models import RunState
     from schedules.models import DEFAULT_CONCURRENCY_LIMIT, ConcurrencyLimit
 
-    ids = [run.id for run in runs if run.state == RunState.QUEUED and run.schedule.concurrency_key]
+    ids = [run.id for run in runs if run.state == RunState.QUEUED and run.concurrency_key]
     if not ids:
         return frozenset()
     key = OuterRef("schedule__concurrency_key")

@@ -236,8 +236,7 @@ def run_pending_reason(run, unavailable: frozenset[str] | None = None,
 
 def run_representation(run, unavailable: frozenset[str] | None = None,
                        key_bound: frozenset[str] | None = None) -> dict:
-    attempts = sorted(run.attempts.all(), key=lambda attempt: attempt.number)
-    effects = sorted(run.effect_intents.all(), key=lambda intent: intent.action)
+    """``run`` as read by runs.selectors.with_details (a write's run: run_reread)."""
     replays = run_replays_by_attempt(run)
     return {
         "runId": run.id,
@@ -262,12 +261,12 @@ def run_representation(run, unavailable: frozenset[str] | None = None,
         "cancellationRequested": run.cancellation_requested,
         "cancellationAccepted": run.cancellation_accepted,
         "error": run.error or None,
-        "attempts": [attempt_representation(attempt, replays.get(attempt.number)) for attempt in attempts],
+        "attempts": [attempt_representation(attempt, replays.get(attempt.number)) for attempt in run.attempt_list],
         "result": run_result_representation(run),
         "progress": run_progress_representation(run),
         "effects": [
             {"action": intent.action, "kind": intent.kind, "state": intent.state, "reason": intent.reason or None}
-            for intent in effects
+            for intent in run.effect_list
         ],
         "replays": list(run.replays or []),
         "createdAt": instant(run.created_at),

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from kernel.clock import instant
 from runs.authority import run_cancel, run_release, run_replay
 from runs.results import result_download
-from runs.selectors import run_get, tenant_runs_page
+from runs.selectors import run_get, run_reread, tenant_runs_page
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.history import run_history_body
 from scheduler_project.http.json import json_object_body
@@ -87,7 +87,7 @@ class RunCancelView(TenantAPIView):
     )
     def post(self, request, run_id):
         run = run_cancel(tenant=request.tenant, run_id=lookup_id(run_id))
-        return Response(run_representation(run))
+        return Response(run_representation(run_reread(run)))
 
 
 class RunReleaseView(TenantAPIView):
@@ -105,7 +105,7 @@ class RunReleaseView(TenantAPIView):
     )
     def post(self, request, run_id):
         run = run_release(tenant=request.tenant, run_id=lookup_id(run_id), actor=request_actor(request))
-        return Response(run_representation(run))
+        return Response(run_representation(run_reread(run)))
 
 
 class RunReplayView(TenantAPIView):
@@ -130,7 +130,7 @@ class RunReplayView(TenantAPIView):
         body = validate_body(ReplaySerializer, json_object_body(request, allow_empty=True))
         run = run_replay(tenant=request.tenant, run_id=lookup_id(run_id), note=body.get("note", ""),
                          actor=request.auth.name)
-        return Response(run_representation(run))
+        return Response(run_representation(run_reread(run)))
 
 
 class RunResultView(TenantAPIView):

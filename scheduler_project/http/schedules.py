@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from kernel.errors import InvalidRequest
 from runs.authority import run_once, schedule_resume, schedules_resume_action
 from runs.capacity.statistics import runtime_statistics
-from runs.selectors import runs_page
+from runs.selectors import run_reread, runs_page
 from schedule_services.bulk import schedules_pause_matching
 from schedule_services.lifecycle import (
     rule_warnings, schedule_create, schedule_delete, schedule_edit, schedule_pause, schedule_preview,
@@ -389,7 +389,7 @@ class ScheduleRunsView(TenantAPIView):
             idempotency_key=key,
             request_hash=request_hash(body),
         )
-        return Response(run_representation(run), status=_created_status(created))
+        return Response(run_representation(run_reread(run)), status=_created_status(created))
 
 
 class ScheduleRevisionsView(TenantAPIView):

@@ -14,6 +14,7 @@ from kernel.errors import Forbidden, InvalidRequest
 from objectstore import download_filename
 from runs import metrics
 from runs.authority import check_result_size, complete, heartbeat
+from runs.selectors import run_reread
 from scheduler_project.http import api_docs, schemas
 from scheduler_project.http.json import json_object_body
 from scheduler_project.http.representations import run_representation
@@ -150,7 +151,7 @@ class CompleteView(WorkerAPIView):
             reason=body.get("reason", ""),
             worker_token=request.worker_token,
         )
-        return Response(run_representation(run))
+        return Response(run_representation(run_reread(run)))
 
 
 class ResultUploadView(WorkerAPIView):
