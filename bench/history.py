@@ -3,6 +3,7 @@ then the burst (bench/burst.py) run on top of them, at each size asked for.
 
     .venv/bin/python bench/history.py --rows 0 2000000 [10000000 ...] [--runs 10000] [--peer]
     .venv/bin/python bench/history.py --rows 2000000 --load-only
+    .venv/bin/python bench/history.py --rows 2000000 --api-only    # the API alone over that history
 
 History is what a real deployment holds after weeks: N finished runs spread over the past 30
 days across 100 tenants and 1,000 schedules, each with its attempt, its stored object and its
@@ -231,6 +232,8 @@ def main():
     parser.add_argument("--runs", type=int, default=10000, help="the burst's runs")
     parser.add_argument("--peer", action="store_true", help="also run plain Celery after each burst (bench/burst.py)")
     parser.add_argument("--load-only", action="store_true", help="load the history, run no burst")
+    parser.add_argument("--api-only", action="store_true",
+                        help="measure the API over the loaded history, run no burst (sizes above 0)")
     parser.add_argument("--requests", type=int, default=2000, help="API requests per endpoint and size")
     parser.add_argument("--pause", type=float, default=300,
                         help="seconds between bursts (the file store's deletes slow the next five minutes)")
@@ -244,6 +247,11 @@ def main():
             print(f"history {rows:,}: " + ", ".join(f"{t} {b / rows:,.0f} B/run" for t, b in sizes.items())
                   + f"; {sum(sizes.values()) / rows:,.0f} B/run in all", flush=True)
         if args.load_only:
+            continue
+        if args.api_only:
+            api_p95 = api(DATABASE, "history-000", args, analyze=False)
+            print(f"history {rows:,}: API p95 GET /runs/{{id}} {api_p95['run']:.1f} ms, schedule history page"
+                  f" {api_p95['schedule_page']:.1f} ms, runs page {api_p95['runs_page']:.1f} ms", flush=True)
             continue
         if n:
             time.sleep(args.pause)

@@ -20,6 +20,7 @@ from django.db.models import F, Q
 
 from kernel.clock import authority_now
 from runs.authority.objects import object_delete_marked, object_mark_deleting
+from runs.authority.statements.dialect import checked_q
 from runs.authority.statements.outbox import outbox_in_id_order
 from runs.capacity.statistics import refresh_snapshot
 from runs.counts import Counts
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 MAX_BATCHES_PER_PASS = 20
 COUNT_BATCHES = 25  # counting an object is one row's update: many per statement
+HISTORY_WINDOW = 5  # expired runs read per run deleted, at most: room for a few still waiting on their objects
 
 
 @dataclass
@@ -156,13 +158,24 @@ def collect_objects(*, batch_size: int | None = None) -> CleanupStats:
 
 def expire_run_history(*, batch_size: int | None = None) -> CleanupStats:
     """Delete terminal runs finished more than RUN_RETENTION_DAYS ago whose objects are gone.
-    A run that holds (or is still named as) its schedule's active-run guard is never deleted."""
+    A run that holds (or is still named as) its schedule's active-run guard is never deleted.
+
+    Candidates are the oldest HISTORY_WINDOW x ``batch_size`` expired runs, read in finished_at
+    order from run_ended_idx, then locked by primary key and only then checked (checked_q: no
+    partial index can serve the check): a batch reads at most that many runs whatever the
+    history holds. (Filtered in one statement, the planner read every run and every registry
+    row of a multi-million-row history for each batch.) Runs whose objects are not collected
+    yet wait at the head for a later pass, which collects objects first."""
     limit = batch_size or settings.CLEANUP_BATCH_SIZE
     with transaction.atomic():
         now = authority_now()
         cutoff = now - timedelta(days=settings.RUN_RETENTION_DAYS)
+        oldest = list(Run.objects.filter(finished_at__isnull=False, finished_at__lt=cutoff)
+                      .order_by("finished_at", "id").values_list("id", flat=True)[:limit * HISTORY_WINDOW])
+        if not oldest:
+            return CleanupStats()
         runs = (
-            Run.objects.filter(state__in=TERMINAL_STATES, finished_at__lt=cutoff, holds_guard=False)
+            Run.objects.filter(checked_q(Q(state__in=TERMINAL_STATES, holds_guard=False)), id__in=oldest)
             .exclude(stored_objects__state__in=(ObjectState.STAGED, ObjectState.REFERENCED, ObjectState.DELETING))
             .exclude(id__in=Schedule.objects.filter(active_run__isnull=False).values("active_run_id"))
             .order_by("finished_at", "id")
