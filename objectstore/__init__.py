@@ -56,7 +56,15 @@ class ObjectStore(Protocol):
 
     def get(self, key: str, version_id: str) -> bytes: ...
 
-    def delete(self, key: str, version_id: str) -> None: ...
+    def delete(self, key: str, version_id: str) -> None:
+        """Remove exactly this version for good; a version already gone counts as deleted."""
+        ...
+
+    def delete_many(self, items: list[tuple[str, str]]) -> list[Exception | None]:
+        """``delete`` of each ``(key, version_id)``, batched where the backend can (S3: up to
+        1000 versions a request). One answer per item, in order: None once it is deleted (or
+        was already gone), else the error that item met; the other items are unaffected."""
+        ...
 
     def download_url(
         self, key: str, version_id: str, expires_in: int, base_url: str, filename: str = DEFAULT_FILENAME

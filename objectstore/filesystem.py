@@ -189,6 +189,18 @@ class FilesystemObjectStore:
         # the object registry row lock, so the file checked above is the one unlinked here.
         path.unlink(missing_ok=True)
 
+    def delete_many(self, items: list[tuple[str, str]]) -> list[Exception | None]:
+        """``delete`` of each, one file at a time (a local file system has no batch to send)."""
+        answers: list[Exception | None] = []
+        for key, version_id in items:
+            try:
+                self.delete(key, version_id)
+            except Exception as exc:  # noqa: BLE001 - reported for its item; the rest go on
+                answers.append(exc)
+            else:
+                answers.append(None)
+        return answers
+
     def download_url(
         self, key: str, version_id: str, expires_in: int, base_url: str, filename: str = DEFAULT_FILENAME
     ) -> str:

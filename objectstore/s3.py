@@ -16,6 +16,7 @@ from objectstore.sources import CHUNK_BYTES, ChecksumMismatch, FileSource, Verif
 _EXISTS_CODES = {"PreconditionFailed", "ConditionalRequestConflict"}
 # 400 InvalidArgument is S3's answer to a malformed VersionId; 405 means the version is a delete marker.
 _MISSING_CODES = {"404", "NoSuchKey", "NoSuchVersion", "405", "MethodNotAllowed", "InvalidArgument"}
+DELETE_BATCH = 1000  # S3's most keys per DeleteObjects request
 
 
 class S3ObjectStore:
@@ -156,13 +157,49 @@ class S3ObjectStore:
             return body.read()
 
     def delete(self, key: str, version_id: str) -> None:
-        # Deleting by VersionId removes that version for good (no delete marker), and S3 answers
-        # success for versions that are already gone.
+        [error] = self.delete_many([(key, version_id)])
+        if error is not None:
+            raise error
+
+    def delete_many(self, items: list[tuple[str, str]]) -> list[Exception | None]:
+        """DeleteObjects, DELETE_BATCH versions a request. Deleting by VersionId removes that
+        version for good (no delete marker), and S3 answers success for versions that are
+        already gone; a per-key error of a missing version counts as deleted too. A request
+        that fails whole (an outage) is that error for each of its items."""
+        answers: list[Exception | None] = []
+        for start in range(0, len(items), DELETE_BATCH):
+            answers += self._delete_batch(items[start:start + DELETE_BATCH])
+        return answers
+
+    def _delete_batch(self, items: list[tuple[str, str]]) -> list[Exception | None]:
+        answers: list[Exception | None] = [None] * len(items)
+        sent: dict[str, dict[str, list[int]]] = {}  # S3 key -> version -> the items asking for it
+        for i, (key, version_id) in enumerate(items):
+            try:
+                sent.setdefault(self._s3_key(key), {}).setdefault(version_id, []).append(i)
+            except ValueError as exc:  # an unsafe key: never sent
+                answers[i] = exc
+        if not sent:
+            return answers
+        objects = [{"Key": s3_key, "VersionId": version} for s3_key, versions in sent.items() for version in versions]
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._s3_key(key), VersionId=version_id)
-        except ClientError as exc:
-            if _code(exc) not in _MISSING_CODES:
-                raise
+            response = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True})
+        except Exception as exc:  # noqa: BLE001 - the whole request failed: each of its items did
+            for versions in sent.values():
+                for indexes in versions.values():
+                    for i in indexes:
+                        answers[i] = exc
+            return answers
+        for error in response.get("Errors", []):
+            if error.get("Code") in _MISSING_CODES:
+                continue
+            failure = ClientError({"Error": error}, "DeleteObjects")
+            versions = sent.get(error.get("Key"), {})
+            # An error that names no version is its key's, whichever versions were asked for.
+            for version in [error["VersionId"]] if error.get("VersionId") else list(versions):
+                for i in versions.get(version, []):
+                    answers[i] = failure
+        return answers
 
     def download_url(
         self, key: str, version_id: str, expires_in: int, base_url: str, filename: str = DEFAULT_FILENAME

@@ -1,8 +1,9 @@
 """Retention and safe cleanup, in bounded batches (`manage.py cleanup`, task scheduler.cleanup),
 and on the same pass the statistics snapshot forecasts read (runs.capacity.statistics).
 
-Objects follow the registry protocol (docs/design.md, "Object registry"): this module finds candidates, and
-`runs.authority.objects` re-checks each under lock, marks it `deleting`, and deletes it.
+Objects follow the registry protocol (docs/design.md, "Object registry"): this module finds a
+batch of candidates, and `runs.authority.objects` re-checks them under lock, marks those
+that qualify `deleting`, and deletes them, a batch at a time.
 
 Run history goes only after its objects: effects, outbox, registry, attempts, then the run.
 """
@@ -19,7 +20,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 
 from kernel.clock import authority_now
-from runs.authority.objects import object_delete_marked, object_mark_deleting
+from runs.authority.objects import objects_delete_marked, objects_mark_deleting
 from runs.authority.statements.dialect import checked_q
 from runs.authority.statements.outbox import outbox_in_id_order
 from runs.capacity.statistics import refresh_snapshot
@@ -84,7 +85,7 @@ def count_stored_bytes(*, batch_size: int | None = None) -> CleanupStats:
     COUNT_BATCHES x ``batch_size`` objects per call: one transaction locks the objects
     (skipping those another transaction holds, such as a cleanup about to delete one), marks
     them counted and adds their bytes, so each object is counted exactly once and taken off
-    again only if it was (runs.authority.objects.object_delete_marked)."""
+    again only if it was (runs.authority.objects.objects_delete_marked)."""
     limit = (batch_size or settings.CLEANUP_BATCH_SIZE) * COUNT_BATCHES
     with transaction.atomic(durable=True):
         rows = list(
@@ -139,18 +140,13 @@ def object_candidates(*, now, limit: int) -> list[tuple[int, str]]:
 
 
 def collect_objects(*, batch_size: int | None = None) -> CleanupStats:
-    stats = CleanupStats()
-    now = authority_now()
-    for object_id, run_id in object_candidates(now=now, limit=batch_size or settings.CLEANUP_BATCH_SIZE):
-        obj = object_mark_deleting(object_id=object_id, run_id=run_id)
-        if obj is None:
-            continue
-        stats.objects_deleting += 1
-        if object_delete_marked(obj):
-            stats.objects_deleted += 1
-        else:
-            stats.objects_failed += 1
-    return stats
+    """One batch of candidates: re-checked and marked `deleting` together, deleted from the
+    store together, recorded `deleted` together (runs.authority.objects): a fixed number of
+    statements whatever the batch's size."""
+    marked = objects_mark_deleting(object_candidates(now=authority_now(),
+                                                     limit=batch_size or settings.CLEANUP_BATCH_SIZE))
+    deleted, failed = objects_delete_marked(marked)
+    return CleanupStats(objects_deleting=len(marked), objects_deleted=len(deleted), objects_failed=len(failed))
 
 
 # --- Run history ------------------------------------------------------------------------------

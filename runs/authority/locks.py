@@ -8,10 +8,13 @@
    in a strict schedule's write, its resource class's admission epoch
    (runs.capacity.admission: confirming the admission's forecast),
 3. run (`lock_schedule_then_run`; many runs in id order:
-   runs.authority.statements.completions.completions_lock, statements.objects.objects_register_if_owned;
+   runs.authority.statements.completions.completions_lock, statements.objects.objects_register_if_owned,
+   statements.objects.runs_lock_of_objects (cleanup's batch);
    a claim's candidates skipping locked ones: statements.claim.runs_lock_candidates),
-4. registry object (publication and cleanup lock the run first, then the object),
-5. the tenant's storage figure (runs.models.TenantStorage, written after its objects).
+4. registry object (publication and cleanup lock the run first, then the object; cleanup's
+   batch its rows in id order: statements.objects.objects_lock_among, objects_lock_deleting),
+5. the tenant's storage figure (runs.models.TenantStorage, written after its objects, many
+   tenants in id order: statements.objects.tenants_take_off_storage).
 
 A transaction may skip a level, never go back up one. Claims lock tenants, then runs
 (skipping locked ones); the sweeper locks runs only.

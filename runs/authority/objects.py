@@ -1,29 +1,35 @@
 """Object registry transitions outside publication: download pins, and the cleanup protocol.
 
-Cleanup (docs/design.md, "Object registry") locks the run, then the registry row (the order publication uses
-after the schedule), and marks the row `deleting` only when no retained reference exists, no
-download pin is live, and the uploading attempt can no longer publish. It commits that, then
-deletes from the store outside any transaction, then marks the row `deleted` (taking its bytes
-off its tenant's storage when cleanup had counted them in). Publication
-rejects rows that are not `staged`, so either publication wins the row lock and the object is
-kept, or cleanup wins and publication fails: never a canonical pointer to a deleted object.
+Cleanup (docs/design.md, "Object registry") works on a batch of candidates at a time. One
+transaction locks their runs, then their registry rows (the order publication uses after the
+schedule), and marks `deleting` each row that no retained reference needs, no live download
+pin protects, and whose uploading attempt can no longer publish it. It commits that, then
+deletes the batch's versions from the store outside any transaction, then one transaction
+marks the confirmed rows `deleted` (taking their bytes off their tenants' storage when
+cleanup had counted them in); a row the store did not confirm stays `deleting` for a later
+pass. Publication rejects rows that are not `staged`, so either publication wins the row
+lock and the object is kept, or cleanup wins and publication fails: never a canonical pointer
+to a deleted object.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 
-from runs.models import EffectIntent, EffectState
 from objectstore import get_object_store
 from runs.authority.owner import require_current
-from runs.authority.statements.rows import transition
+from runs.authority.statements.objects import (
+    attempts_read_among, intents_read_unsettled, objects_lock_among, objects_lock_deleting, runs_lock_of_objects,
+    tenants_take_off_storage,
+)
+from runs.authority.statements.rows import transition_each
 from kernel.clock import authority_now
-from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject, TenantStorage
+from runs.models import TERMINAL_STATES, Attempt, ObjectState, Run, StoredObject
 from kernel.errors import StaleFence
 
 log = logging.getLogger(__name__)
@@ -37,79 +43,88 @@ def object_pin(obj: StoredObject, until) -> None:
         obj.save(update_fields=["pinned_until"])
 
 
-def object_mark_deleting(*, object_id: int, run_id: str) -> StoredObject | None:
-    """Lock the run, then the registry row; mark it `deleting` if nothing can still need it.
-    Returns the row when it is (now or already) `deleting`, else None."""
+def objects_mark_deleting(candidates: list[tuple[int, str]]) -> list[StoredObject]:
+    """Lock the candidates' runs, then their registry rows (``(object id, run id)`` pairs,
+    each in id order), and mark `deleting`, with one guarded write, every row nothing can
+    still need. Returns the rows that are (now or already) `deleting`; a candidate whose run
+    or row is gone, or that is still needed, is left out."""
+    if not candidates:
+        return []
     with transaction.atomic(durable=True):
-        run = Run.objects.select_for_update().filter(id=run_id).first()
-        obj = StoredObject.objects.select_for_update().filter(id=object_id, run_id=run_id).first()
-        if run is None or obj is None:
-            return None
-        if obj.state == ObjectState.DELETING:
-            return obj
+        runs = runs_lock_of_objects([run_id for _, run_id in candidates])
+        objs = [obj for obj in objects_lock_among(candidates) if obj.run_id in runs]
         now = authority_now()  # after the lock waits: a publication that won them has committed
-        if obj.pinned_until is not None and obj.pinned_until > now:
-            return None
-        if obj.state == ObjectState.REFERENCED:
-            if not reference_expired(run, obj, now):
-                return None
-        elif obj.state == ObjectState.STAGED:
-            if not orphaned(run, obj, now):
-                return None
-        else:
-            return None
-        transition(obj, {"state": obj.state}, state=ObjectState.DELETING)
-        return obj
+        deleting = [obj for obj in objs if obj.state == ObjectState.DELETING]
+        unpinned = [obj for obj in objs if obj.state in (ObjectState.REFERENCED, ObjectState.STAGED)
+                    and (obj.pinned_until is None or obj.pinned_until <= now)]
+        referenced = [obj for obj in unpinned if obj.state == ObjectState.REFERENCED]
+        staged = [obj for obj in unpinned if obj.state == ObjectState.STAGED and past_grace(obj, now)]
+        unsettled = intents_read_unsettled([(obj.run_id, obj.key) for obj in referenced])
+        attempts = attempts_read_among([obj.attempt_id for obj in staged])
+        marked = [obj for obj in referenced
+                  if reference_expired(runs[obj.run_id], now, unsettled=(obj.run_id, obj.key) in unsettled)]
+        marked += [obj for obj in staged
+                   if not attempt_can_publish(runs[obj.run_id], attempts.get(obj.attempt_id), obj.fence, now)]
+        transition_each(StoredObject, marked, "state", state=ObjectState.DELETING)
+    return sorted(deleting + marked, key=lambda obj: obj.id)
 
 
-def reference_expired(run: Run, obj: StoredObject, now) -> bool:
+def reference_expired(run: Run, now, *, unsettled: bool) -> bool:
     """The canonical result is past OBJECT_RETENTION_DAYS, and no effect still waits to
-    deliver it (an unsettled effect keeps it until the run's own history expires)."""
+    deliver it (``unsettled``: an unsettled effect keeps it until the run's own history
+    expires)."""
     if run.state not in TERMINAL_STATES or run.finished_at is None:
         return False
     if run.finished_at > now - timedelta(days=settings.OBJECT_RETENTION_DAYS):
         return False
     history_expired = run.finished_at <= now - timedelta(days=settings.RUN_RETENTION_DAYS)
-    unsettled = EffectIntent.objects.filter(
-        run=run, result_key=obj.key, state__in=(EffectState.PENDING, EffectState.UNCERTAIN)
-    ).exists()
     return history_expired or not unsettled
 
 
-def orphaned(run: Run, obj: StoredObject, now) -> bool:
-    """A staged upload past its grace period whose attempt can no longer publish it."""
-    if obj.created_at > now - timedelta(seconds=settings.ORPHAN_GRACE_SECONDS):
-        return False
-    return not attempt_can_publish(run, obj, now)
+def past_grace(obj: StoredObject, now) -> bool:
+    """A staged upload's grace period has passed: only then is it an orphan, and only if its
+    attempt can no longer publish it (attempt_can_publish)."""
+    return obj.created_at <= now - timedelta(seconds=settings.ORPHAN_GRACE_SECONDS)
 
 
-def attempt_can_publish(run: Run, obj: StoredObject, now) -> bool:
+def attempt_can_publish(run: Run, attempt: Attempt | None, fence: int, now) -> bool:
     """Exactly the completion's ownership check: latest fence, running attempt, live lease.
     A lease that has passed never comes back (heartbeats need a live lease)."""
-    attempt = Attempt.objects.filter(id=obj.attempt_id).first()
     if attempt is None:
         return False
     try:
-        require_current(run, attempt, obj.fence, now)
+        require_current(run, attempt, fence, now)
     except StaleFence:
         return False
     return True
 
 
-def object_delete_marked(obj: StoredObject) -> bool:
-    """Delete a `deleting` row's version from the store (no transaction open), then record it."""
-    if obj.version_id:
-        try:
-            get_object_store().delete(obj.key, obj.version_id)
-        except Exception as exc:  # noqa: BLE001 - store outage: the row stays `deleting` and is retried
-            log.warning("cleanup: deleting %s@%s failed, will retry: %r", obj.key, obj.version_id, exc)
-            return False
+def objects_delete_marked(objs: list[StoredObject]) -> tuple[list[StoredObject], list[StoredObject]]:
+    """Delete the versions of `deleting` rows from the store (no transaction open), then
+    record the confirmed ones `deleted` in one transaction, their counted bytes off their
+    tenants' storage. Returns ``(deleted, failed)``: a failed row stays `deleting` and a
+    later pass tries it again."""
     # No version_id: the upload never reported back; there is no version to delete.
+    versioned = [obj for obj in objs if obj.version_id]
+    answers = get_object_store().delete_many([(obj.key, obj.version_id) for obj in versioned]) if versioned else []
+    errors = [(obj, error) for obj, error in zip(versioned, answers) if error is not None]
+    if errors:  # a store outage: those rows stay `deleting` and are retried
+        (obj, error), count = errors[0], len(errors)
+        log.warning("cleanup: deleting %d of %d versions failed, will retry (first %s@%s: %r)",
+                    count, len(versioned), obj.key, obj.version_id, error)
+    refused = {obj.id for obj, _ in errors}
+    deleted = [obj for obj in objs if obj.id not in refused]
+    failed = [obj for obj in objs if obj.id in refused]
+    if not deleted:
+        return deleted, failed
     with transaction.atomic(durable=True):
-        row = StoredObject.objects.select_for_update().filter(id=obj.id, state=ObjectState.DELETING).first()
-        if row is not None:
-            transition(row, {"state": ObjectState.DELETING}, state=ObjectState.DELETED, deleted_at=authority_now())
-            if row.counted:  # its bytes leave its tenant's storage with it
-                tenant_id = Run.objects.filter(id=row.run_id).values_list("tenant_id", flat=True).get()
-                TenantStorage.objects.filter(tenant_id=tenant_id).update(stored_bytes=F("stored_bytes") - row.size)
-    return True
+        rows = objects_lock_deleting([obj.id for obj in deleted])
+        by_id = {obj.id: obj for obj in deleted}
+        transition_each(StoredObject, [by_id[row[0]] for row in rows], "state",
+                        state=ObjectState.DELETED, deleted_at=authority_now())
+        removed: dict[str, int] = defaultdict(int)
+        for _, tenant_id, counted, size in rows:
+            if counted:  # its bytes leave its tenant's storage with it
+                removed[tenant_id] += size
+        tenants_take_off_storage(removed)
+    return deleted, failed

@@ -107,6 +107,47 @@ def test_delete__removes_exactly_that_version_and_is_idempotent(store):
     assert store.get(KEY, new.version_id) == b"new"
 
 
+def test_delete_many__one_answer_per_item__a_gone_version_counts_as_deleted(store):
+    first = store.put_new(KEY, b"first", "text/plain")
+    other = store.put_new("runs/run_7/att_1/result", b"other", "text/plain")
+    kept = store.put_new("runs/run_8/att_1/result", b"kept", "text/plain")
+    store.delete(other.key, other.version_id)
+
+    answers = store.delete_many([(KEY, first.version_id), (other.key, other.version_id), ("a//b", "v"),
+                                 (KEY, "not-a-version")])
+
+    assert [answer is None for answer in answers] == [True, True, False, True]
+    assert isinstance(answers[2], ValueError)  # an unsafe key is that item's error alone
+    for stored in (first, other):
+        with pytest.raises(ObjectMissing):
+            store.head(stored.key, stored.version_id)
+    assert store.get(kept.key, kept.version_id) == b"kept"
+    assert store.delete_many([]) == []
+
+
+def test_s3_delete_many__batches_of_a_thousand__a_per_key_error_is_its_items(s3_store, monkeypatch):
+    stored = [s3_store.put_new(f"runs/run_{i}/result", b"x", "text/plain") for i in range(1003)]
+    requests = []
+    send = s3_store.client.delete_objects
+
+    def delete_objects(**kw):
+        requests.append(len(kw["Delete"]["Objects"]))
+        answer = send(**kw)
+        if len(requests) == 2:  # the store refuses one key of the second request
+            answer["Errors"] = [{"Key": s3_store._s3_key(stored[1001].key), "VersionId": stored[1001].version_id,
+                                 "Code": "AccessDenied", "Message": "refused"}]
+        return answer
+
+    monkeypatch.setattr(s3_store.client, "delete_objects", delete_objects)
+    answers = s3_store.delete_many([(s.key, s.version_id) for s in stored])
+
+    assert requests == [1000, 3]
+    assert [i for i, answer in enumerate(answers) if answer is not None] == [1001]
+    assert "AccessDenied" in str(answers[1001])
+    with pytest.raises(ObjectMissing):
+        s3_store.head(stored[1002].key, stored[1002].version_id)
+
+
 @pytest.mark.parametrize("key", ["../escape", "a/../../b", "/etc/passwd", "a\x00b", "", "a//b", "a/./b", "a/"])
 def test_keys__unsafe_keys_are_rejected(store, key):
     with pytest.raises(ValueError):

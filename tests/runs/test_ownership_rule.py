@@ -20,7 +20,7 @@ from runs.authority.group_commit import _commit_group
 from runs.authority.objects import attempt_can_publish
 from runs.authority.staging import result_key
 from runs.authority.statements.objects import objects_register_if_owned
-from runs.models import Attempt, Run, RunState, StoredObject
+from runs.models import Attempt, Run, RunState
 from tests.authority_steps import create_schedule, expire_lease, stage, start_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
@@ -80,7 +80,7 @@ def group_commit_statements(run, attempt_id, fence, staged):
 
 def cleanup_recheck(run, attempt_id, fence, staged):
     """Cleanup's question of a staged object: could its attempt still publish it?"""
-    return attempt_can_publish(run, StoredObject(attempt_id=attempt_id, fence=fence), authority_now())
+    return attempt_can_publish(run, Attempt.objects.filter(id=attempt_id).first(), fence, authority_now())
 
 
 PATHS = [heartbeat, heartbeat_many, upload, upload_registration, progress, still_owns, complete,

@@ -4,13 +4,16 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from kernel.clock import authority_now
 from kernel.errors import InvalidState
 from objectstore import ObjectMissing, get_object_store
 from runs import authority
-from runs.models import Attempt, EffectDelivery, EffectIntent, ObjectState, Outbox, Run, StoredObject
-from runs.retention import cleanup_pass, collect_objects
+from runs.authority.objects import objects_mark_deleting
+from runs.models import Attempt, EffectDelivery, EffectIntent, ObjectState, Outbox, Run, StoredObject, TenantStorage
+from runs.retention import cleanup_pass, collect_objects, count_stored_bytes
 from schedules.models import RequestKey, Schedule
 from tests.authority_steps import expire_lease, publish, report_schedule, stage, start_run
 from tests.factories import api_client
@@ -213,3 +216,74 @@ def test_cleanup__retries_a_deletion_the_store_never_confirmed(tenant):
     StoredObject.objects.filter(run=run).update(state=ObjectState.DELETING)
     assert collect_objects().objects_deleted == 1
     assert StoredObject.objects.get(run=run).state == ObjectState.DELETED and not in_store(run)
+
+
+def test_cleanup__a_mixed_batch_marks_exactly_the_rows_nothing_needs(tenant, settings):
+    expired = published(report_schedule(tenant, name="expired"), b"expired")
+    pinned = published(report_schedule(tenant, name="pinned"), b"pinned")
+    mailed = published(report_schedule(tenant, name="mailed", effects=EMAIL), b"mailed")  # its email is pending
+    deleting = published(report_schedule(tenant, name="deleting"), b"deleting")
+    for run in (expired, pinned, mailed, deleting):
+        finished_days_ago(run, 10)
+    StoredObject.objects.filter(run=pinned).update(pinned_until=authority_now() + timedelta(hours=1))
+    StoredObject.objects.filter(run=deleting).update(state=ObjectState.DELETING)
+    run = start_run(report_schedule(tenant, name="staged"))
+    orphan = stage(run, b"stale output")
+    expire_lease(run.id)
+    authority.sweep_expired_leases()
+    live = stage(authority.claim(worker_label="b"), b"in progress")
+    StoredObject.objects.filter(id__in=[orphan.id, live.id]).update(
+        created_at=authority_now() - timedelta(seconds=settings.ORPHAN_GRACE_SECONDS + 1))
+    rows = {name: StoredObject.objects.get(run=run) for name, run in
+            [("expired", expired), ("pinned", pinned), ("mailed", mailed), ("deleting", deleting)]}
+    rows |= {"orphan": orphan, "live": live}
+
+    marked = objects_mark_deleting([(obj.id, obj.run_id) for obj in rows.values()] + [(0, expired.id)])
+
+    assert sorted(obj.id for obj in marked) == sorted(rows[name].id for name in ("expired", "orphan", "deleting"))
+    states = {name: StoredObject.objects.get(id=obj.id).state for name, obj in rows.items()}
+    assert states == {"expired": "deleting", "pinned": "referenced", "mailed": "referenced", "deleting": "deleting",
+                      "orphan": "deleting", "live": "staged"}
+    assert objects_mark_deleting([]) == []
+
+
+def test_cleanup__a_store_failure_leaves_its_row_deleting__the_rest_deleted_and_taken_off(tenant, monkeypatch):
+    schedule = report_schedule(tenant)
+    runs = [published(schedule, b"x" * size) for size in (10, 200, 3000)]
+    for run in runs:
+        finished_days_ago(run, 10)
+    count_stored_bytes()
+    store = get_object_store()
+    refused = StoredObject.objects.get(run=runs[1])
+    delete_many = store.delete_many
+
+    def failing_one(items):
+        answers = delete_many([item for item in items if item != (refused.key, refused.version_id)])
+        return [RuntimeError("store outage") if item == (refused.key, refused.version_id) else answers.pop(0)
+                for item in items]
+
+    monkeypatch.setattr(store, "delete_many", failing_one)
+    stats = collect_objects()
+
+    assert (stats.objects_deleting, stats.objects_deleted, stats.objects_failed) == (3, 2, 1)
+    assert {obj.run_id: obj.state for obj in StoredObject.objects.all()} == {
+        runs[0].id: "deleted", runs[1].id: "deleting", runs[2].id: "deleted"}
+    assert in_store(runs[1]) and not in_store(runs[0]) and not in_store(runs[2])
+    assert TenantStorage.objects.get(tenant=tenant).stored_bytes == 200
+
+    monkeypatch.undo()
+    assert collect_objects().objects_deleted == 1  # a later pass retries it
+    assert TenantStorage.objects.get(tenant=tenant).stored_bytes == 0 and not in_store(runs[1])
+
+
+def test_cleanup__statements_of_a_batch_do_not_grow_with_its_objects(tenant):
+    schedule = report_schedule(tenant)
+    counts = []
+    for size in (1, 8):
+        for i in range(size):
+            finished_days_ago(published(schedule, f"{size}-{i}".encode()), 10)
+        count_stored_bytes()
+        with CaptureQueriesContext(connection) as queries:
+            assert collect_objects().objects_deleted == size
+        counts.append(len(queries.captured_queries))
+    assert counts[0] == counts[1], counts

@@ -22,7 +22,7 @@ from django.db import connection
 
 from objectstore import ObjectMissing, get_object_store
 from runs import authority
-from runs.authority.objects import object_delete_marked, object_mark_deleting
+from runs.authority.objects import objects_delete_marked, objects_mark_deleting
 from kernel.clock import authority_now
 from runs.models import Attempt, ObjectState, Run, RunState, StoredObject
 from kernel.errors import InvalidState, StaleFence
@@ -78,9 +78,9 @@ def _cleaner(obj, barrier):
         barrier.wait(10)
         deadline = time.monotonic() + 4 * WINDOW + 1
         while time.monotonic() < deadline:
-            marked = object_mark_deleting(object_id=obj.id, run_id=obj.run_id)
-            if marked is not None:
-                object_delete_marked(marked)
+            marked = objects_mark_deleting([(obj.id, obj.run_id)])
+            if marked:
+                objects_delete_marked(marked)
                 return "deleted"
             if StoredObject.objects.get(id=obj.id).state == ObjectState.REFERENCED:
                 return "kept"

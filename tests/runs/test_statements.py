@@ -25,10 +25,10 @@ from runs import authority
 from runs.authority.statements import attempts, claim, completions, dialect, objects, outbox, rows, schedules, wave
 from runs.authority.statements import runs as run_statements
 from runs.authority.staging import result_key
-from runs.models import Attempt, Outbox, OutboxKind, Run, RunState, StoredObject
+from runs.models import Attempt, EffectIntent, Outbox, OutboxKind, Run, RunState, StoredObject, TenantStorage
 from schedules.models import DEFAULT_CONCURRENCY_LIMIT, ConcurrencyLimit, OccurrenceDirective, Schedule
 from kernel.clock import authority_now
-from tests.authority_steps import create_schedule, expire_lease, make_due, stage, start_run
+from tests.authority_steps import create_schedule, expire_lease, make_due, publish, report_schedule, stage, start_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
 
@@ -75,6 +75,21 @@ def test_bulk_set__writes_loaded_rows_back_by_primary_key(tenant):
     rows.bulk_set(Run, [first, second, missing], ["pending_reason"])
     rows.bulk_set(Run, [], ["pending_reason"])
     assert dict(Run.objects.values_list("id", "pending_reason")) == {first.id: "one", second.id: "two"}
+
+
+@covers("rows.transition_each")
+def test_transition_each__writes_rows_each_still_in_its_loaded_state__refuses_if_one_is_not(tenant):
+    referenced = stage(start_run(create_schedule(tenant, name="a")), b"a")
+    staged = stage(start_run(create_schedule(tenant, name="b")), b"b")
+    StoredObject.objects.filter(id=referenced.id).update(state="referenced")
+    referenced.state = "referenced"
+    rows.transition_each(StoredObject, [referenced, staged], "state", state="deleting")
+    assert set(StoredObject.objects.values_list("state", flat=True)) == {"deleting"}
+    assert referenced.state == staged.state == "deleting"
+    staged.state = "staged"  # as loaded before another write: the statement refuses all of it
+    with pytest.raises(rows.TransitionConflict):
+        rows.transition_each(StoredObject, [referenced, staged], "state", state="deleted")
+    rows.transition_each(StoredObject, [], "state", state="deleted")
 
 
 # schedules
@@ -307,6 +322,44 @@ def test_objects_record_if_staged__records_a_version_once(tenant):
     assert objects.objects_record_if_staged([SimpleNamespace(**{**vars(version), "version_id": "v2"})]) == set()
     assert StoredObject.objects.get(id=object_id).version_id == "v1"
     assert objects.objects_record_if_staged([]) == set()
+
+
+@covers("objects.runs_lock_of_objects", "objects.objects_lock_among")
+def test_runs_and_objects_lock_for_cleanup__the_pairs_that_still_match(tenant):
+    run, other = start_run(create_schedule(tenant, name="a")), start_run(create_schedule(tenant, name="b"))
+    obj, theirs = stage(run, b"mine"), stage(other, b"theirs")
+    locked = objects.runs_lock_of_objects([other.id, run.id, run.id, "run_gone"])
+    assert sorted(locked) == sorted([run.id, other.id])
+    assert (locked[run.id].state, locked[run.id].fence) == ("running", run.fence)
+    found = objects.objects_lock_among([(theirs.id, other.id), (obj.id, run.id), (obj.id, other.id), (0, run.id)])
+    assert [o.id for o in found] == sorted([obj.id, theirs.id])
+
+
+@covers("objects.intents_read_unsettled", "objects.attempts_read_among")
+def test_intents_read_unsettled_and_attempts_read_among__for_cleanups_checks(tenant):
+    run = start_run(report_schedule(tenant, effects={"email": {"to": ["sales@example.com"]}}))
+    obj = stage(run, b"report")
+    publish(run, obj)
+    assert objects.intents_read_unsettled([(run.id, obj.key), (run.id, "other-key"), ("run_gone", obj.key)]) == {
+        (run.id, obj.key)}
+    EffectIntent.objects.filter(run_id=run.id).update(state="sent")
+    assert objects.intents_read_unsettled([(run.id, obj.key)]) == set()
+    assert objects.intents_read_unsettled([]) == set()
+    found = objects.attempts_read_among([obj.attempt_id, obj.attempt_id, "att_gone"])
+    assert list(found) == [obj.attempt_id] and found[obj.attempt_id].fence == run.fence
+    assert objects.attempts_read_among([]) == {}
+
+
+@covers("objects.objects_lock_deleting", "objects.tenants_take_off_storage")
+def test_objects_lock_deleting_and_take_off_storage__only_rows_still_deleting(tenant):
+    deleting = stage(start_run(create_schedule(tenant, name="a")), b"12345")
+    staged = stage(start_run(create_schedule(tenant, name="b")), b"xy")
+    StoredObject.objects.filter(id=deleting.id).update(state="deleting", counted=True)
+    assert objects.objects_lock_deleting([staged.id, deleting.id]) == [(deleting.id, tenant.id, True, 5)]
+    assert objects.objects_lock_deleting([]) == []
+    TenantStorage.objects.create(tenant=tenant, stored_bytes=12)
+    objects.tenants_take_off_storage({tenant.id: 5, "tenant_without_bytes": 0})
+    assert TenantStorage.objects.get(tenant=tenant).stored_bytes == 7
 
 
 # attempts

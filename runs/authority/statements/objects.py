@@ -1,12 +1,15 @@
 """Statements on the registry of stored objects: an upload registered before it begins (the
-attempt must own its run) and its written version recorded after it. Objects come last in
-the lock order (runs/authority/locks.py), after their run."""
+attempt must own its run) and its written version recorded after it; cleanup's batch of
+candidates locked with their runs and re-checked (unsettled effects, uploading attempts),
+and the deleted ones' bytes taken off their tenants' storage. Objects come last in the lock
+order (runs/authority/locks.py), after their run, and before the tenant's storage figure."""
 
 from django.db import connection
+from django.db.models import F, Q
 
 from runs.authority.owner import owns_sql
-from runs.authority.statements.dialect import among, checked, clock_sql, input_rows, read_time, row_locks
-from runs.models import Attempt, Run, StoredObject, TenantStorage
+from runs.authority.statements.dialect import among, checked, checked_q, clock_sql, input_rows, read_time, row_locks
+from runs.models import Attempt, EffectIntent, EffectState, ObjectState, Run, StoredObject, TenantStorage
 from schedules.models import Tenant
 
 
@@ -69,3 +72,69 @@ def objects_record_if_staged(objs) -> set:
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, *known_params])
         return {row[0] for row in cursor.fetchall()}
+
+
+# Cleanup (runs.authority.objects): a batch of candidates re-checked under lock, marked
+# `deleting`, and recorded `deleted` once the store confirms.
+
+CLEANUP_RUN_FIELDS = ("id", "state", "finished_at", "current_attempt_id", "fence", "lease_expires_at")
+
+
+def runs_lock_of_objects(run_ids) -> dict[str, Run]:
+    """Lock the runs of a batch of cleanup candidates (FOR UPDATE, in id order: the run level
+    of runs/authority/locks.py, before their registry rows) and load what cleanup's checks
+    read of them (CLEANUP_RUN_FIELDS), by id; a run removed meanwhile is missing. The caller
+    holds no lock."""
+    runs = Run.objects.select_for_update().filter(id__in=sorted(set(run_ids))).order_by("id")
+    return {run.id: run for run in runs.only(*CLEANUP_RUN_FIELDS)}
+
+
+def objects_lock_among(candidates) -> list[StoredObject]:
+    """Lock the registry rows of ``candidates`` (``(object id, run id)`` pairs; FOR UPDATE, in
+    id order) and load them, each only if it still belongs to the run named with it. The
+    caller holds those runs' locks (runs_lock_of_objects)."""
+    wanted = set(candidates)
+    rows = StoredObject.objects.select_for_update().filter(id__in=sorted({i for i, _ in wanted})).order_by("id")
+    return [obj for obj in rows if (obj.id, obj.run_id) in wanted]
+
+
+def intents_read_unsettled(results) -> set[tuple[str, str]]:
+    """Of ``results`` (``(run id, object key)`` pairs), those an effect intent still waits to
+    deliver (pending or uncertain), in one statement for all the runs. No lock: the caller
+    holds the runs' locks, and an intent is only created when its run is published."""
+    results = set(results)
+    if not results:
+        return set()
+    waiting = EffectIntent.objects.filter(
+        run_id__in=sorted({run_id for run_id, _ in results}), state__in=(EffectState.PENDING, EffectState.UNCERTAIN),
+    ).values_list("run_id", "result_key")
+    return results.intersection(waiting)
+
+
+def attempts_read_among(ids) -> dict[str, Attempt]:
+    """The attempts of these ids (one statement), by id; no lock: what cleanup's ownership
+    check reads of them only changes under their run's lock, which the caller holds."""
+    ids = sorted(set(ids))
+    return Attempt.objects.in_bulk(ids) if ids else {}
+
+
+def objects_lock_deleting(ids) -> list[tuple[int, str, bool, int | None]]:
+    """Lock the registry rows of these ids still `deleting` (FOR UPDATE, in id order), and
+    read ``(id, tenant id, counted, size)`` of each. The caller holds no lock: a row another
+    cleanup recorded `deleted` meanwhile is left out."""
+    if not ids:
+        return []
+    return list(
+        StoredObject.objects.select_for_update(of=("self",))
+        .filter(checked_q(Q(state=ObjectState.DELETING)), id__in=sorted(set(ids))).order_by("id")
+        .values_list("id", "run__tenant_id", "counted", "size")
+    )
+
+
+def tenants_take_off_storage(removed: dict[str, int]) -> None:
+    """Take ``removed`` bytes (by tenant id) off each tenant's storage, one UPDATE per tenant
+    in tenant order, so that two cleanups never wait on each other. The caller holds the
+    locks of the registry rows whose bytes these are (the level above in the lock order)."""
+    for tenant_id, size in sorted(removed.items()):
+        if size:
+            TenantStorage.objects.filter(tenant_id=tenant_id).update(stored_bytes=F("stored_bytes") - size)

@@ -1,6 +1,9 @@
-"""Statements on rows of any table: the guarded transition of one loaded row and the write
-back of many loaded rows by primary key. The caller holds the lock of every row it writes
-(runs/authority/locks.py: tenant, schedule, run, object)."""
+"""Statements on rows of any table: the guarded transition of one loaded row or of many, and
+the write back of many loaded rows by primary key. The caller holds the lock of every row it
+writes (runs/authority/locks.py: tenant, schedule, run, object)."""
+
+from functools import reduce
+from operator import or_
 
 from django.db import connection
 from django.db.models import Q
@@ -29,6 +32,25 @@ def transition(obj, expected: dict, **changes) -> None:
         raise TransitionConflict(f"{model.__name__} {obj.pk} is not in the expected state {expected}")
     for name, value in changes.items():
         setattr(obj, name, value)
+
+
+def transition_each(model, objs, guard: str, **changes) -> None:
+    """transition() of many loaded rows of ``model`` in one statement: ``UPDATE ... SET
+    changes WHERE pk among them AND`` each row's ``guard`` column still holds the value loaded
+    on it, then the same values on every row. TransitionConflict (the caller's transaction
+    rolls back) unless every row matched. The caller holds the rows' locks (and those above
+    them in the lock order)."""
+    if not objs:
+        return
+    loaded: dict = {}
+    for obj in objs:
+        loaded.setdefault(getattr(obj, guard), []).append(obj.pk)
+    expected = reduce(or_, (Q(pk__in=pks, **{guard: value}) for value, pks in loaded.items()))
+    if model.objects.filter(checked_q(expected), pk__in=[obj.pk for obj in objs]).update(**changes) != len(objs):
+        raise TransitionConflict(f"{model.__name__} rows are not all in their loaded {guard}")
+    for obj in objs:
+        for name, value in changes.items():
+            setattr(obj, name, value)
 
 
 def bulk_set(model, objs, fields: list[str]) -> None:
