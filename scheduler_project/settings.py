@@ -312,6 +312,8 @@ ORPHAN_GRACE_SECONDS = env_int("ORPHAN_GRACE_SECONDS", 3600)
 # Idempotency keys are promised for at least 24 hours (API.md).
 REQUEST_KEY_RETENTION_HOURS = env_int("REQUEST_KEY_RETENTION_HOURS", 48)
 CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
+# A cleanup pass starts no batch after this long (the loop's passes are a minute apart).
+CLEANUP_PASS_SECONDS = float(os.environ.get("CLEANUP_PASS_SECONDS", 45))
 
 # --- Scheduling -------------------------------------------------------------------------
 # Part of the schema (check constraint schedule_bucket_in_range): changing it takes a

@@ -199,6 +199,20 @@ def test_cleanup__works_in_bounded_batches(tenant):
     assert StoredObject.objects.filter(state=ObjectState.DELETED).count() == 5
 
 
+def test_cleanup__a_pass_goes_on_while_there_is_work_and_time__one_round_when_its_time_is_up(tenant):
+    """Bounded by time, not by a count of batches: 25 runs at one per batch go in one pass
+    (a pass of 20 batches left 5); with no time left, a pass does one round (a batch of each step)."""
+    schedule = report_schedule(tenant)
+    runs = [published(schedule, f"r{i}".encode()) for i in range(26)]
+    for run in runs:
+        finished_days_ago(run, 40)
+    one_round = cleanup_pass(batch_size=1, max_seconds=0)
+    assert (one_round.objects_deleted, one_round.runs_deleted) == (1, 1)
+    rest = cleanup_pass(batch_size=1, max_seconds=600)
+    assert (rest.objects_deleted, rest.runs_deleted) == (25, 25)
+    assert not Run.objects.filter(id__in=[run.id for run in runs]).exists()
+
+
 def test_cleanup_command__once(tenant, capsys):
     schedule = report_schedule(tenant)
     run = published(schedule, b"x")
