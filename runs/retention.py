@@ -35,6 +35,7 @@ from schedules.models import OccurrenceDirective, RequestKey, Schedule
 log = logging.getLogger(__name__)
 
 COUNT_BATCHES = 25  # counting an object is one row's update: many per statement
+YIELD_SECONDS = 1.0
 HISTORY_WINDOW = 5  # expired runs read per run deleted, at most: room for a few still waiting on their objects
 
 
@@ -48,6 +49,7 @@ class CleanupStats(Counts):
     request_keys_deleted: int = 0
     directives_deleted: int = 0
     statistics_refreshed: int = 0
+    rounds_deferred: int = 0  # seconds (YIELD_SECONDS each) a pass waited for a wave to be claimed
 
 
 def cleanup_pass(*, batch_size: int | None = None, max_batches: int | None = None,
@@ -57,7 +59,9 @@ def cleanup_pass(*, batch_size: int | None = None, max_batches: int | None = Non
     its batch. A pass is bounded: it starts no round after ``max_seconds``
     (CLEANUP_PASS_SECONDS by default) nor past ``max_batches`` rounds. A bound of rounds alone
     capped retention at 20 batches a pass, 4,000 runs a minute at the default batch: less
-    than a deployment of 10 M runs a day makes. ``advance(n)``, if given, is told the rows each
+    than a deployment of 10 M runs a day makes. While a wave waits to be claimed
+    (`wave_waiting`), the pass starts no round: retention never competes with a burst.
+    ``advance(n)``, if given, is told the rows each
     batch removed (a progress bar). Last, the statistics snapshot is measured again if it is
     due."""
     batch_size = batch_size or settings.CLEANUP_BATCH_SIZE
@@ -66,6 +70,12 @@ def cleanup_pass(*, batch_size: int | None = None, max_batches: int | None = Non
     steps = [count_stored_bytes, collect_objects, expire_run_history, expire_request_keys, expire_directives]
     rounds = 0
     while steps and (max_batches is None or rounds < max_batches):
+        if wave_waiting():  # the hot path first: a pass a minute has the rest of the minute
+            total.rounds_deferred += 1
+            if time.monotonic() + YIELD_SECONDS >= deadline:
+                break
+            time.sleep(YIELD_SECONDS)
+            continue
         rounds += 1
         for step in list(steps):
             stats = step(batch_size=batch_size)
@@ -79,6 +89,16 @@ def cleanup_pass(*, batch_size: int | None = None, max_batches: int | None = Non
             break
     total.statistics_refreshed = int(refresh_snapshot())
     return total
+
+
+def wave_waiting() -> bool:
+    """Whether CLEANUP_YIELD_BACKLOG runs or more are queued and due: a wave the workers are
+    still claiming. Reads that many entries of run_claimable_strict_idx at most."""
+    backlog = settings.CLEANUP_YIELD_BACKLOG
+    if not backlog:
+        return False
+    queued = Run.objects.filter(state=RunState.QUEUED, due_at__lte=authority_now()).order_by()
+    return queued[backlog - 1:backlog].exists()
 
 
 def _worked(stats: CleanupStats, batch_size: int) -> bool:

@@ -314,6 +314,8 @@ REQUEST_KEY_RETENTION_HOURS = env_int("REQUEST_KEY_RETENTION_HOURS", 48)
 CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
 # A cleanup pass starts no batch after this long (the loop's passes are a minute apart).
 CLEANUP_PASS_SECONDS = float(os.environ.get("CLEANUP_PASS_SECONDS", 45))
+# Cleanup waits while this many runs or more are queued and due (a wave being claimed); 0: never.
+CLEANUP_YIELD_BACKLOG = env_int("CLEANUP_YIELD_BACKLOG", 1000)
 
 # --- Scheduling -------------------------------------------------------------------------
 # Part of the schema (check constraint schedule_bucket_in_range): changing it takes a

@@ -23,7 +23,7 @@ from runs.authority.reserve import Reserve
 from runs.authority.statements import claim
 from runs.authority.statements.outbox import outbox_mark_dispatched
 from runs.authority.sweep import sweep_expired_leases
-from runs.retention import expire_run_history
+from runs.retention import expire_run_history, wave_waiting
 from runs.selectors import tenant_runs_page
 from tests import plans
 from tests.authority_steps import create_schedule
@@ -101,6 +101,7 @@ def hot_statements(tenant, schedule, history_tenant) -> dict[str, list[str]]:
         "failed runs page": captured(lambda: tenant_runs_page(
             tenant=history_tenant, states=["failed"], upper_bound=authority_now(), after=None, limit=50))[:1],
         "retention": captured(rolled_back(expire_run_history))[:2],
+        "retention's wave probe": captured(wave_waiting)[:1],
     }
 
 
@@ -112,7 +113,8 @@ PLANS = {
     "passed leases": {"run_running_idx"},
     "waiting runs": {"run_unfinished_idx"},
     "failed runs page": {"run_finished_state_idx"},
-    "retention": {"run_ended_idx", "runs_run_pkey"},  # the oldest expired, then those of them locked by id
+    "retention": {"run_ended_idx", "runs_run_pkey"},
+    "retention's wave probe": {"run_claimable_strict_idx"},  # the oldest expired, then those of them locked by id
 }
 
 

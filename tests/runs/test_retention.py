@@ -301,3 +301,19 @@ def test_cleanup__statements_of_a_batch_do_not_grow_with_its_objects(tenant):
             assert collect_objects().objects_deleted == size
         counts.append(len(queries.captured_queries))
     assert counts[0] == counts[1], counts
+
+
+def test_cleanup__waits_while_a_wave_is_queued_and_due__then_goes_on(tenant, settings):
+    settings.CLEANUP_YIELD_BACKLOG = 3
+    schedule = report_schedule(tenant)
+    old = published(schedule, b"old")
+    finished_days_ago(old, 40)
+    wave = [authority.run_once(tenant=tenant, schedule_id=schedule.id)[0] for _ in range(3)]
+    assert {run.state for run in wave} == {"queued"}
+
+    waited = cleanup_pass(max_seconds=0.5)
+    assert (waited.rounds_deferred, waited.objects_deleted, waited.runs_deleted) == (1, 0, 0)
+
+    Run.objects.filter(id=wave[0].id).update(state="canceled", finished_at=authority_now())  # one claimed away
+    done = cleanup_pass()
+    assert (done.rounds_deferred, done.objects_deleted, done.runs_deleted) == (0, 1, 1)
