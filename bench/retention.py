@@ -104,7 +104,7 @@ def burst(args, *, beside: bool) -> dict:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=float, default=1.0, help="the oldest days of history to remove")
-    parser.add_argument("--batch-size", type=int, default=200, help="CLEANUP_BATCH_SIZE")
+    parser.add_argument("--batch-size", type=int, default=1000, help="CLEANUP_BATCH_SIZE")
     parser.add_argument("--beside-burst", action="store_true", help="a burst alone, then one beside retention")
     parser.add_argument("--runs", type=int, default=10000, help="the burst's runs")
     parser.add_argument("--lead-seconds", type=float, default=12.0,

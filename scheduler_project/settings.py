@@ -311,7 +311,7 @@ OBJECT_RETENTION_DAYS = env_int("OBJECT_RETENTION_DAYS", 7)
 ORPHAN_GRACE_SECONDS = env_int("ORPHAN_GRACE_SECONDS", 3600)
 # Idempotency keys are promised for at least 24 hours (API.md).
 REQUEST_KEY_RETENTION_HOURS = env_int("REQUEST_KEY_RETENTION_HOURS", 48)
-CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 200)
+CLEANUP_BATCH_SIZE = env_int("CLEANUP_BATCH_SIZE", 1000)
 # A cleanup pass starts no batch after this long (the loop's passes are a minute apart).
 CLEANUP_PASS_SECONDS = float(os.environ.get("CLEANUP_PASS_SECONDS", 45))
 # Cleanup waits while this many runs or more are queued and due (a wave being claimed); 0: never.
