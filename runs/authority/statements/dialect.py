@@ -26,11 +26,15 @@ def postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
-SQLITE_NOW = "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
+# SQLite's clock reads milliseconds, the process clock (authority_now) microseconds: the end of
+# SQLite's millisecond ('%f' is SS.SSS, then 999) is at or after every instant this process
+# wrote within it. Plain '%f' (Django's Now()) made a run re-queued at 12:00:01.123456 not due
+# to a claim at 12:00:01.123: the string 01.123456 sorts after 01.123.
+SQLITE_NOW = "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f999', 'NOW')"
 
 
 def now_sql() -> str:
-    """The statement's time, as Django's Now() renders it."""
+    """The statement's time (on SQLite, the end of its millisecond: SQLITE_NOW)."""
     return "STATEMENT_TIMESTAMP()" if postgresql() else SQLITE_NOW
 
 
