@@ -8,6 +8,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 
 from schedules.models import ApiToken, TokenKind
+from schedules.selectors import live_token
 from kernel.errors import Forbidden, Unauthenticated
 
 BEARER_PREFIX = "bearer "
@@ -30,11 +31,7 @@ def presented_secret(request) -> str:
 def token_authenticate(request, *, kind: str | tuple[str, ...]) -> ApiToken:
     """The live token presented with the request, which must be of `kind` (or one of them)."""
     secret = presented_secret(request)
-    token = (
-        ApiToken.objects.select_related("tenant")
-        .filter(token_hash=ApiToken.hash_secret(secret), revoked_at__isnull=True)
-        .first()
-    )
+    token = live_token(ApiToken.hash_secret(secret))
     if token is None:
         raise Unauthenticated("unknown or revoked token")
     kinds = (kind,) if isinstance(kind, str) else kind

@@ -6,7 +6,9 @@ that acts for an attempt, and the attempts' deadlines (set at the claim, restart
 batch's later start, capping every lease); so do those of overlap and misfire policies, whose
 claims and scans write rows back with runs.authority.statements.rows.bulk_set (one statement
 per database, each its own SQL), the plans of the hot statements over a million finished
-runs, and the statement catalogue's own suite (tests/runs/test_statements.py).
+runs, and the statement catalogue's own suite (tests/runs/test_statements.py); and the API's
+token and run reads, written out as SQL texts (schedules.selectors.live_token,
+runs.selectors), with the tests of tokens and of runs, their history pages included.
 
 They run in a child pytest with nothing configured (SQLite under the test's own var/),
 since this process's database is PostgreSQL; the fencing races run too, each of their
@@ -33,6 +35,8 @@ MODULES = [
     "tests/runs/test_misfire_catch_up.py",
     "tests/runs/test_hot_path_plans.py::test_hot_path__each_statement_reads_the_index_meant_for_it",
     "tests/runs/test_statements.py",
+    "tests/api/test_auth.py",
+    "tests/api/test_runs_api.py",
 ]
 
 
