@@ -120,7 +120,7 @@ def _preview(schedule: Schedule, count: int, names: dict) -> list[dict]:
 def schedule_detail(request, schedule_id):
     schedule = get_object_or_404(Schedule.objects.select_related("tenant", "job_type"), id=schedule_id)
     before = filters.keyset(request.GET, "before")
-    runs = runs_page(schedule=schedule, upper_bound=history_watermark(), after=before, limit=HISTORY, shown=None)
+    runs = runs_page(schedule_id=schedule.id, upper_bound=history_watermark(), after=before, limit=HISTORY, shown=None)
     now = authority_now()
     row = _row(schedule, COMING)
     # The axis shows the newest runs with what comes next; an older page shows its runs alone.

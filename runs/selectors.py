@@ -110,9 +110,9 @@ def run_reread(run: Run) -> Run:
     return _attach_details(list(Run.objects.raw(_RUN_BY_ID, [run.id])))[0]
 
 
-def runs_page(*, schedule, upper_bound, after: tuple | None, limit: int, shown=with_details) -> list[Run]:
+def runs_page(*, schedule_id: str, upper_bound, after: tuple | None, limit: int, shown=with_details) -> list[Run]:
     """One page of a schedule's history (see `_history_page`)."""
-    return _history_page(Run.objects.filter(schedule=schedule), upper_bound=upper_bound, after=after, limit=limit,
+    return _history_page(Run.objects.filter(schedule_id=schedule_id), upper_bound=upper_bound, after=after, limit=limit,
                          shown=shown)
 
 

@@ -42,6 +42,16 @@ def schedule_get_for_history(*, tenant: Tenant, schedule_id: str) -> Schedule:
     return schedule
 
 
+def schedule_check_for_history(*, tenant: Tenant, schedule_id: str) -> None:
+    """NotFound unless the tenant has (or had) the schedule, as `schedule_get_for_history`
+    reads it; no Schedule built (a history page reads its runs by the schedule's id)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {Schedule._meta.db_table} WHERE id = %s AND tenant_id = %s",
+                       [schedule_id, tenant.pk])
+        if cursor.fetchone() is None:
+            raise NotFound("no such schedule")
+
+
 def schedules_matching(*, tenant: Tenant, labels: dict | None = None, job_type: str | None = None):
     """The tenant's live schedules carrying every one of `labels` (and of `job_type`), a query."""
     schedules = Schedule.objects.filter(tenant=tenant, deleted_at__isnull=True)

@@ -16,7 +16,7 @@ from scheduler_project.http.run_requests import RUN_FILTERS, ReplaySerializer, r
 from scheduler_project.http.schemas import error_responses
 from scheduler_project.http.validation import lookup_id, validate_body
 from scheduler_project.http.views import PAGE_PARAMETERS, TenantAPIView, request_actor
-from schedules.selectors import schedule_get_for_history
+from schedules.selectors import schedule_check_for_history
 
 TAGS = ["runs"]
 
@@ -45,7 +45,7 @@ class RunCollectionView(TenantAPIView):
 
         def read_page(**page):
             if "schedule_id" in filters:
-                schedule_get_for_history(tenant=request.tenant, schedule_id=filters["schedule_id"])
+                schedule_check_for_history(tenant=request.tenant, schedule_id=filters["schedule_id"])
             return tenant_runs_page(tenant=request.tenant, **filters, **page)
 
         scope = run_filters_scope(request.tenant.id, filters)

@@ -35,8 +35,8 @@ from scheduler_project.http.views import (
 )
 from schedules.audit import audit_entries
 from schedules.selectors import (
-    job_types_allowed, occurrences_left, schedule_get, schedule_get_for_history, schedule_revisions, schedule_rule,
-    schedules_list,
+    job_types_allowed, occurrences_left, schedule_check_for_history, schedule_get, schedule_get_for_history,
+    schedule_revisions, schedule_rule, schedules_list,
 )
 
 TAGS = ["schedules"]
@@ -355,8 +355,8 @@ class ScheduleRunsView(TenantAPIView):
         schedule_id = lookup_id(schedule_id)
 
         def read_page(**page):
-            schedule = schedule_get_for_history(tenant=request.tenant, schedule_id=schedule_id)
-            return runs_page(schedule=schedule, **page)
+            schedule_check_for_history(tenant=request.tenant, schedule_id=schedule_id)
+            return runs_page(schedule_id=schedule_id, **page)
 
         return Response(run_history_body(request, scope=f"runs:{schedule_id}", read_page=read_page))
 
