@@ -4,6 +4,7 @@ then the burst (bench/burst.py) run on top of them, at each size asked for.
     .venv/bin/python bench/history.py --rows 0 2000000 [10000000 ...] [--runs 10000] [--peer]
     .venv/bin/python bench/history.py --rows 2000000 --load-only
     .venv/bin/python bench/history.py --rows 2000000 --api-only    # the API alone over that history
+    .venv/bin/python bench/history.py --rows 0 2000000 --wave-only  # the 10,000-cron wave alone
 
 History is what a real deployment holds after weeks: N finished runs spread over the past 30
 days across 100 tenants and 1,000 schedules, each with its attempt, its stored object and its
@@ -11,11 +12,13 @@ served dispatch intent, every 10th with a sent effect intent; then VACUUM ANALYZ
 autovacuum would have done long before the wave. Sizes are loaded in increasing order into
 one database (``scheduler_history``), each on top of the last, 250,000 runs per transaction.
 Size 0 runs the same burst on an empty database (``scheduler_burst``) in the same invocation,
-the baseline of the ratio. Each size ends with one line:
+the baseline of the ratio. After the burst and the API, the 10,000-cron wave
+(bench/peer_beat.py --mode ours --n 10000, --keep on a history: first publication, the
+relay's backstop held off) on the same database. Each size ends with one line:
 
     history 2,000,000: burst 712 runs/s (empty 735, ratio 0.97), p99 13.9 s, PostgreSQL 0.93 ms/run
       (all postgres processes 0.95); API p95 GET /runs/{id} 41.0 ms, schedule history page 60.2 ms,
-      runs page 70.3 ms
+      runs page 70.3 ms; wave p99 0.95 s (empty 0.91, ratio 1.04)
 """
 
 import argparse
@@ -180,6 +183,18 @@ def burst(database: str, keep: bool, args) -> dict:
     return figures
 
 
+def wave(database: str, keep: bool) -> dict:
+    """bench/peer_beat.py's 10,000-cron wave (scanner and relay) on ``database``; its figures."""
+    out = Path(tempfile.mkstemp(suffix=".json")[1])
+    command = [sys.executable, str(ROOT / "bench" / "peer_beat.py"), "--mode", "ours", "--n", "10000",
+               "--cap", "90", "--json", str(out)] + (["--keep"] if keep else [])
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    subprocess.run(command, check=True, env=env | {"PEER_DATABASE": database, "RELAY_REPUBLISH_AFTER_SECONDS": "600"})
+    (figures,) = json.loads(out.read_text())
+    out.unlink()
+    return figures
+
+
 def api(database: str, tenant_name: str, args, *, analyze: bool) -> dict:
     """p95 of ``GET /runs/{id}`` (runs of the tenant's history, at random), a schedule's
     history page and the tenant's runs page of 50, with 8 clients on gunicorn 2 x 4 threads
@@ -234,6 +249,7 @@ def main():
     parser.add_argument("--load-only", action="store_true", help="load the history, run no burst")
     parser.add_argument("--api-only", action="store_true",
                         help="measure the API over the loaded history, run no burst (sizes above 0)")
+    parser.add_argument("--wave-only", action="store_true", help="run the 10,000-cron wave alone at each size")
     parser.add_argument("--requests", type=int, default=2000, help="API requests per endpoint and size")
     parser.add_argument("--pause", type=float, default=300,
                         help="seconds between bursts (the file store's deletes slow the next five minutes)")
@@ -253,14 +269,21 @@ def main():
             print(f"history {rows:,}: API p95 GET /runs/{{id}} {api_p95['run']:.1f} ms, schedule history page"
                   f" {api_p95['schedule_page']:.1f} ms, runs page {api_p95['runs_page']:.1f} ms", flush=True)
             continue
+        if args.wave_only:
+            results[rows] = {"wave": wave(DATABASE if rows else "scheduler_peer", keep=bool(rows))}
+            continue
         if n:
             time.sleep(args.pause)
         database = DATABASE if rows else "scheduler_burst"
         results[rows] = burst(database, keep=bool(rows), args=args)
         # The API over the history's first tenant; on the empty database, over the burst's.
         results[rows]["api"] = api(database, "history-000" if rows else "burst-%", args, analyze=not rows)
+        results[rows]["wave"] = wave(DATABASE if rows else "scheduler_peer", keep=bool(rows))
     empty = results.get(0)
     for rows, figures in results.items():
+        if args.wave_only:
+            print(f"history {rows:,}: {wave_line(figures, empty)}")
+            continue
         line = f"history {rows:,}: burst {figures['runs_per_s']:,.0f} runs/s"
         if empty and rows:
             line += f" (empty {empty['runs_per_s']:,.0f}, ratio {figures['runs_per_s'] / empty['runs_per_s']:.2f})"
@@ -271,7 +294,15 @@ def main():
         api_p95 = figures["api"]
         line += (f"; API p95 GET /runs/{{id}} {api_p95['run']:.1f} ms, schedule history page"
                  f" {api_p95['schedule_page']:.1f} ms, runs page {api_p95['runs_page']:.1f} ms")
-        print(line)
+        print(f"{line}; {wave_line(figures, empty)}")
+
+
+def wave_line(figures: dict, empty: dict | None) -> str:
+    """The wave's p99 (due instant to the hint on the broker), against the empty database's."""
+    line = f"wave p99 {figures['wave']['p99']:.2f} s"
+    if empty and figures is not empty:
+        line += f" (empty {empty['wave']['p99']:.2f}, ratio {figures['wave']['p99'] / empty['wave']['p99']:.2f})"
+    return line + f", {figures['wave']['published']:,} of 10,000 published"
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ lost-hint backstop resends the hints of runs still queued after 30 s (seen at N=
 set it higher in the environment to measure first publication alone.
 
 Uses its own PostgreSQL database (scheduler_peer, or $PEER_DATABASE) and Redis DB 12 (or
-$PEER_REDIS_URL), flushed before each run.
+$PEER_REDIS_URL), flushed before each run. With --keep (our system alone) the database is
+used as it is, a history bench/history.py loaded: each measurement's schedules belong to a
+tenant of its own, and once measured they are paused and their runs, which nothing claims,
+canceled (history like the rest), so no later burst on that database runs them.
 Each measurement waits for a minute boundary: plan ~1.5 min per run at N=1,000.
 """
 
@@ -61,7 +64,7 @@ NOOP_TASK = "bench.noop"
 
 # --- environment ------------------------------------------------------------------------
 
-def configure(var_dir: Path) -> None:
+def configure(var_dir: Path, *, keep: bool = False) -> None:
     os.environ["DATABASE_URL"] = DATABASE_URL
     os.environ["REDIS_URL"] = REDIS_URL
     os.environ["DJANGO_SETTINGS_MODULE"] = "scheduler_project.settings"
@@ -70,12 +73,19 @@ def configure(var_dir: Path) -> None:
     os.environ["OBJECT_STORE_URL"] = f"file://{var_dir}/objects"
     from _setup import django_on
 
-    django_on(DATABASE)  # creates, migrates and empties the project's tables
+    django_on(DATABASE, keep=keep)  # creates, migrates and (unless kept) empties the project's tables
 
 
-def reset() -> None:
-    """Empty both systems' tables and the Redis DB, so every run starts from nothing."""
+def reset(keep: bool) -> None:
+    """Empty both systems' tables (unless the database is kept) and the Redis DB, so every run
+    starts from nothing."""
     from django.db import connection
+
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    if keep:
+        return
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -85,9 +95,22 @@ def reset() -> None:
             "django_celery_beat_periodictask, django_celery_beat_periodictasks, "
             "django_celery_beat_crontabschedule, django_celery_beat_intervalschedule CASCADE"
         )
-    import redis
 
-    redis.Redis.from_url(REDIS_URL).flushdb()
+
+def retire(tenant) -> None:
+    """A kept database after a measurement: the tenant's schedules paused, its runs that were
+    never claimed canceled and their hints marked served, as history."""
+    from django.db import connection, transaction
+
+    from schedules.models import Schedule
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        Schedule.objects.filter(tenant=tenant).update(paused=True, next_run_at=None)
+        cursor.execute("UPDATE runs_outbox SET published_at = coalesce(published_at, now()), processed_at = now() "
+                       "WHERE processed_at IS NULL AND run_id IN (SELECT id FROM runs_run WHERE tenant_id = %s)",
+                       [tenant.id])
+        cursor.execute("UPDATE runs_run SET state = 'canceled', pending_reason = '', finished_at = now() "
+                       "WHERE tenant_id = %s AND finished_at IS NULL", [tenant.id])
 
 
 def next_due(lead: float) -> datetime:
@@ -124,7 +147,8 @@ def create_our_schedules(n: int, due: datetime, directives: float = 0) -> None:
     from scheduler_project.http.schedule_requests import schedule_spec
     from schedules.tenants import tenant_create
 
-    tenant, _ = tenant_create(name="peer", max_active_runs=10**7, max_schedules=10**7)
+    # A name of its own per measurement: a kept database holds the earlier ones.
+    tenant, _ = tenant_create(name=f"peer-{due:%Y%m%dT%H%M}", max_active_runs=10**7, max_schedules=10**7)
     template, _ = schedule_create(tenant=tenant, spec=schedule_spec({
         "name": "peer", "jobType": "demo.sleep", "params": {"seconds": 0},
         "recurrence": {"kind": "cron", "cron": f"{due.minute} {due.hour} * * *", "timezone": "UTC"},
@@ -134,6 +158,7 @@ def create_our_schedules(n: int, due: datetime, directives: float = 0) -> None:
     clone_schedule(template, n - 1, due)
     if directives:
         add_directives(tenant, due, directives)
+    return tenant
 
 
 def add_directives(tenant, due: datetime, percent: float) -> None:
@@ -290,13 +315,14 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
     from django.db import connection
 
     run_started = time.monotonic()
-    reset()
+    reset(args.keep)
     lead = args.lead if args.lead is not None else 35 + n * 0.0015
     due = next_due(lead)
+    tenant = None
     if system == "beat":
         create_beat_tasks(n, due)
     else:
-        create_our_schedules(n, due, args.directives)
+        tenant = create_our_schedules(n, due, args.directives)
     setup_seconds = time.monotonic() - run_started
     connection.close()
 
@@ -373,7 +399,7 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
 
         from runs.models import Run
 
-        runs = Run.objects.filter(trigger="schedule")
+        runs = Run.objects.filter(trigger="schedule", tenant=tenant)
         per_instant = runs.values("schedule_id", "scheduled_at").annotate(c=Count("id"))
         result["occurrences"] = runs.count()
         result["instants"] = per_instant.count()
@@ -382,6 +408,8 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
         created = sorted((c - due).total_seconds() for c in runs.values_list("created_at", flat=True))
         result["materialized_p50"] = percentile(created, 50)
         result["materialized_last"] = created[-1] if created else float("nan")
+        if args.keep:
+            retire(tenant)
         connection.close()
     return result
 
@@ -470,12 +498,17 @@ def main():
     parser.add_argument("--grace", type=float, default=3.0,
                         help="seconds to keep listening after the expected messages arrived (catches duplicates)")
     parser.add_argument("--repeat", type=int, default=1, help="measurements per N and system (medians reported)")
+    parser.add_argument("--keep", action="store_true",
+                        help="--mode ours only: use $PEER_DATABASE as it is (a loaded history), not emptied")
+    parser.add_argument("--json", type=Path, help="also write the measurements to this file")
     parser.add_argument("--directives", type=float, default=0,
                         help="percent of our schedules with a note directive on the due instant (e.g. 10)")
     args = parser.parse_args()
+    if args.keep and args.mode != "ours":
+        parser.error("--keep measures our system alone (--mode ours): beat's tables would be emptied")
 
     var_dir = Path(tempfile.mkdtemp(prefix="peer-beat-"))
-    configure(var_dir)
+    configure(var_dir, keep=args.keep)
     systems = ["beat", "ours"] if args.mode == "both" else [args.mode]
     copies = 2 if args.duplicates else 1
     print(f"peer benchmark: N={args.n} systems={systems} copies={copies} "
@@ -490,6 +523,8 @@ def main():
                 print("  " + row(result, args.cap), flush=True)
                 results.append(result)
     print_table(results, args.cap)
+    if args.json:
+        args.json.write_text(json.dumps([{k: v for k, v in r.items() if k != "per_key"} for r in results]))
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     shutil.rmtree(var_dir, ignore_errors=True)
 
