@@ -121,7 +121,9 @@ def test_chaos__worker_killed_after_upload_before_completion__upload_stays_an_or
 
 
 def test_chaos__completion_reply_dropped__worker_repeats_it_and_gets_the_saved_answer(chaos):
-    load = chaos.burst(BURST, fail_every=16)  # some fail transiently on every attempt
+    # Some fail transiently on every attempt. The jobs are short: what is counted is completions
+    # and their answers, not how long the jobs ran.
+    load = chaos.burst(BURST, seconds=(0.05, 0.25), fail_every=16)
     for name in ("worker-1", "worker-2"):
         chaos.worker(name, failpoints="drop_completion_reply")
     chaos.scanner()  # releases retries when their backoff ends

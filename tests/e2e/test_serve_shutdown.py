@@ -7,6 +7,7 @@ import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,20 @@ def start_serving(directory: Path) -> tuple[Processes, subprocess.Popen, int]:
     return processes, supervisor, port
 
 
+def start_side_by_side(*directories: Path) -> list[tuple[Processes, subprocess.Popen, int]]:
+    """``start_serving`` in each directory at once (each migrates its own SQLite, then
+    serves): the set-ups overlap instead of following one another. If one fails, those
+    that started are stopped."""
+    with ThreadPoolExecutor(len(directories)) as pool:
+        futures = [pool.submit(start_serving, directory) for directory in directories]
+    started = [future.result() for future in futures if future.exception() is None]
+    if len(started) < len(futures):
+        for processes, _, _ in started:
+            processes.stop_all()
+        raise next(future.exception() for future in futures if future.exception() is not None)
+    return started
+
+
 @pytest.fixture
 def serving(tmp_path):
     processes, supervisor, port = start_serving(tmp_path)
@@ -139,7 +154,7 @@ def test_serve__banner_names_the_api_the_console_and_how_to_make_its_staff_user(
 
 def test_serve__two_instances_each_keep_their_own_gunicorn_control_socket(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
-    first, second = start_serving(tmp_path / "a"), start_serving(tmp_path / "b")
+    first, second = start_side_by_side(tmp_path / "a", tmp_path / "b")
     sockets = [tmp_path / "a" / "var" / "gunicorn.ctl", tmp_path / "b" / "var" / "gunicorn.ctl"]
     try:
         wait_until(lambda: all(socket_path.is_socket() for socket_path in sockets), timeout=10,

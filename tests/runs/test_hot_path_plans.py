@@ -82,7 +82,8 @@ def wave(request):
         _assert_statistics_know_no_live_run(request.param)
     tenant, _ = plans.insert_wave()
     guarded = create_schedule(tenant, name="guarded", overlapPolicy="buffer_one")
-    return tenant, guarded, history_tenant or tenant
+    yield tenant, guarded, history_tenant or tenant
+    plans.empty_big_tables()
 
 
 def hot_statements(tenant, schedule, history_tenant) -> dict[str, list[str]]:
