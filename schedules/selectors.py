@@ -34,17 +34,9 @@ def schedule_get(*, tenant: Tenant, schedule_id: str) -> Schedule:
     return schedule
 
 
-def schedule_get_for_history(*, tenant: Tenant, schedule_id: str) -> Schedule:
-    """Deleted schedules keep their run history readable."""
-    schedule = Schedule.objects.filter(id=schedule_id, tenant=tenant).first()
-    if schedule is None:
-        raise NotFound("no such schedule")
-    return schedule
-
-
 def schedule_check_for_history(*, tenant: Tenant, schedule_id: str) -> None:
-    """NotFound unless the tenant has (or had) the schedule, as `schedule_get_for_history`
-    reads it; no Schedule built (a history page reads its runs by the schedule's id)."""
+    """NotFound unless the tenant has (or had) the schedule: deleted schedules keep their
+    history (runs, revisions) readable. No Schedule built: the history is read by its id."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT 1 FROM {Schedule._meta.db_table} WHERE id = %s AND tenant_id = %s",
                        [schedule_id, tenant.pk])
@@ -94,9 +86,9 @@ def job_types_allowed(*, tenant: Tenant) -> list[JobType]:
     return list(tenant.allowed_job_types.filter(enabled=True).order_by("name"))
 
 
-def schedule_revisions(*, schedule: Schedule, before: int | None, limit: int) -> list[ScheduleRevision]:
+def schedule_revisions(*, schedule_id: str, before: int | None, limit: int) -> list[ScheduleRevision]:
     """The schedule's revisions, newest first, those numbered below `before` when given."""
-    revisions = ScheduleRevision.objects.filter(schedule=schedule).order_by("-revision")
+    revisions = ScheduleRevision.objects.filter(schedule_id=schedule_id).order_by("-revision")
     if before is not None:
         revisions = revisions.filter(revision__lt=before)
     return list(revisions[:limit])

@@ -35,8 +35,8 @@ from scheduler_project.http.views import (
 )
 from schedules.audit import audit_entries
 from schedules.selectors import (
-    job_types_allowed, occurrences_left, schedule_check_for_history, schedule_get, schedule_get_for_history,
-    schedule_revisions, schedule_rule, schedules_list,
+    job_types_allowed, occurrences_left, schedule_check_for_history, schedule_get, schedule_revisions, schedule_rule,
+    schedules_list,
 )
 
 TAGS = ["schedules"]
@@ -418,8 +418,8 @@ class ScheduleRevisionsView(TenantAPIView):
             before = decode_cursor(scope, cursor).get("before")
             if isinstance(before, bool) or not isinstance(before, int):
                 raise InvalidRequest("invalid cursor", field="cursor")
-        schedule = schedule_get_for_history(tenant=request.tenant, schedule_id=schedule_id)
-        page = schedule_revisions(schedule=schedule, before=before, limit=limit + 1)
+        schedule_check_for_history(tenant=request.tenant, schedule_id=schedule_id)
+        page = schedule_revisions(schedule_id=schedule_id, before=before, limit=limit + 1)
         next_cursor = None
         if len(page) > limit:
             page = page[:limit]
