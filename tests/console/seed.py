@@ -3,6 +3,7 @@ rules fill the next 24 hours, runs that started late by known amounts, a succeed
 whose email is `uncertain` (the SMTP sink stalls after accepting it), a running run with
 progress."""
 
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -69,6 +70,8 @@ def lateness_of(runs) -> list[float]:
 # A quarter-hourly schedule in New York whose last eight instants, oldest first, went so; the
 # eighth is running now.
 HISTORY = ("succeeded", "succeeded", "succeeded", "succeeded", "failed", "skipped", "failed", "running")
+QUARTER = timedelta(minutes=15)
+QUARTER_END = timedelta(seconds=30)
 FAILURE = "partner API answered 503"
 
 
@@ -77,11 +80,10 @@ def seed_history(tenant) -> Schedule:
     authority (claims, results, failures; the skipped instant as the scanner writes it), each
     run moved onto its quarter hour as time passing would have put it."""
     schedule = create_schedule(tenant, cron="*/15 * * * *", name="billing-sync", zone="America/New_York")
-    now = authority_now()
-    current = now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0)
-    first = current - timedelta(minutes=15 * (len(HISTORY) - 1))
+    current = _this_quarter()
+    first = current - QUARTER * (len(HISTORY) - 1)
     for index, state in enumerate(HISTORY):
-        at = first + timedelta(minutes=15 * index)
+        at = first + QUARTER * index
         if state == "skipped":
             Run.objects.create(schedule=schedule, tenant=tenant, revision=1, job_type="demo.sleep",
                                resource_class="short", state=RunState.SKIPPED, skip_reason=SkipReason.MISFIRE,
@@ -99,7 +101,18 @@ def seed_history(tenant) -> Schedule:
         Run.objects.filter(id=run.id).update(scheduled_at=at, due_at=at, created_at=at, started_at=started,
                                              finished_at=finished)
         Attempt.objects.filter(run_id=run.id).update(started_at=started, finished_at=finished)
-    Schedule.objects.filter(id=schedule.id).update(next_run_at=current + timedelta(minutes=15))
+    Schedule.objects.filter(id=schedule.id).update(next_run_at=current + QUARTER)
     schedule.refresh_from_db()
     return schedule
 
+
+def _this_quarter():
+    """The start of the quarter hour now is in. Within QUARTER_END of the next one, that one,
+    once it has begun: a page read after the quarter turned would find the first planned
+    instant already past."""
+    now = authority_now()
+    current = now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0)
+    if current + QUARTER - now < QUARTER_END:
+        time.sleep((current + QUARTER - now).total_seconds())
+        return _this_quarter()
+    return current

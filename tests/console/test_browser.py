@@ -128,10 +128,10 @@ def test_browser__schedule_page_shows_recent_and_coming_on_one_axis(browser, his
     marks = browser.find_elements(By.CSS_SELECTOR, "#occurrence-axis .occurrence")
     states = [mark.get_attribute("data-state") for mark in marks]
     assert states == list(HISTORY) + ["planned"] * 10  # oldest first, then the next ten instants
-    xs = [mark.rect["x"] for mark in marks]
+    xs = [mark.rect["x"] + mark.rect["width"] / 2 for mark in marks]  # each mark is centred on its instant
     assert xs == sorted(xs) and xs[-1] - xs[0] > 900  # one time axis across the chart
     now = browser.find_element(By.ID, "now-line").rect["x"]
-    assert xs[len(HISTORY) - 1] <= now <= xs[len(HISTORY)]  # now between the running run and the first planned
+    assert xs[len(HISTORY) - 1] < now < xs[len(HISTORY)]  # now between the running run and the first planned
     assert "skipped (misfire)" in marks[5].find_element(By.TAG_NAME, "title").get_attribute("textContent")
     assert FAILURE in marks[6].find_element(By.TAG_NAME, "title").get_attribute("textContent")
     legend = {item.get_attribute("data-state"): item.text for item in browser.find_elements(By.CSS_SELECTOR, "#legend .legend-item")}
