@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import lru_cache
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -92,3 +93,39 @@ def forget_inherited_pools() -> None:
     backend = sys.modules.get("django.db.backends.postgresql.base")
     if backend is not None:
         backend.DatabaseWrapper._connection_pools.clear()
+
+
+
+def compiled_timestamptz_loader(sender, connection, **kwargs) -> None:
+    """``connection_created``: read ``timestamptz`` with psycopg's compiled parser. Django
+    registers a loader that subclasses psycopg's pure-Python one (to give each instant the
+    connection's zone), so every timestamp read took the Python path even with the compiled
+    module installed: 411 of them on a page of 50 runs, about 3 µs each. This loader keeps
+    what Django's does (the ``timezone`` its ``create_cursor`` compares, each instant given
+    that zone) and parses in C, in a third of the time."""
+    if connection.vendor != "postgresql":
+        return
+    loader = _timestamptz_loader(connection.timezone)
+    if loader is not None:
+        connection.connection.adapters.register_loader("timestamptz", loader)
+
+
+@lru_cache
+def _timestamptz_loader(zone):
+    from psycopg._cmodule import _psycopg
+    from psycopg.adapt import Loader
+
+    if _psycopg is None:  # psycopg's pure-Python build: Django's loader is as fast
+        return None
+
+    class CompiledTimestamptzLoader(Loader):
+        timezone = zone
+
+        def __init__(self, oid, context=None):
+            super().__init__(oid, context)
+            self._parse = _psycopg.TimestamptzLoader(oid, context).load
+
+        def load(self, data):
+            return self._parse(data).replace(tzinfo=self.timezone)
+
+    return CompiledTimestamptzLoader

@@ -5,4 +5,9 @@ class RunsConfig(AppConfig):
     name = "runs"
 
     def ready(self):
+        from django.db.backends.signals import connection_created
+
+        from kernel.connections import compiled_timestamptz_loader
         from runs import checks  # noqa: F401 - registers the database checks
+
+        connection_created.connect(compiled_timestamptz_loader, dispatch_uid="compiled_timestamptz_loader")

@@ -134,3 +134,29 @@ def test_forked_child__opens_a_pool_of_its_own_and_leaves_the_parents_alone():
         print(os.waitstatus_to_exitcode(status), backend_pid() == parent)
     """, DATABASE_URL=database_url, DATABASE_POOL_MAX_SIZE="1")
     assert out == "0 True"
+
+
+@pytest.mark.django_db
+def test_timestamptz__read_by_the_compiled_parser_exactly_as_djangos_loader_reads_it():
+    """Every connection reads instants with kernel.connections' loader, which parses in C, and
+    Django's cursors keep it (they re-register Django's own when the zones differ); what it
+    gives is what Django's loader gives: aware, in the connection's zone, to the microsecond,
+    from year 1 to 9999."""
+    from django.db import connection
+    from django.db.backends.postgresql.psycopg_any import register_tzloader
+    from psycopg.pq import Format
+
+    instants = ("SELECT generate_series('0001-01-01 00:00:00.000001+00'::timestamptz, '9999-12-31 23:59:59+00', "
+                "interval '97 days 3 hours 17 minutes 13.123457 seconds') "
+                "UNION ALL SELECT '9999-12-31 23:59:59.999999+00' UNION ALL SELECT '2026-03-29 01:30:00.5+01'")
+    with connection.cursor() as cursor:
+        loader = cursor.cursor.adapters.get_loader(cursor.cursor.adapters.types["timestamptz"].oid, Format.TEXT)
+        assert loader.__name__ == "CompiledTimestamptzLoader" and loader.timezone is connection.timezone
+        cursor.execute(instants)
+        compiled = [row[0] for row in cursor.fetchall()]
+    djangos = connection.connection.cursor()
+    register_tzloader(connection.timezone, djangos)
+    djangos.execute(instants)
+    expected = [row[0] for row in djangos.fetchall()]
+    assert len(compiled) == len(expected) > 37_000
+    assert compiled == expected and {value.tzinfo for value in compiled} == {connection.timezone}
