@@ -200,7 +200,9 @@ def api(database: str, tenant_name: str, args, *, analyze: bool) -> dict:
     history page and the tenant's runs page of 50, with 8 clients on gunicorn 2 x 4 threads
     against ``database``; rate limiting off. ``analyze``: ANALYZE the runs first, as
     autovacuum would a table that grew from nothing by a burst (the bench's server runs
-    without it; a history is analyzed once loaded, and a burst adds too little to it)."""
+    without it; a history is analyzed once loaded, and a burst adds too little to it). Prints
+    each request's p50 with one client alone (its cost with nothing to wait for), then p50,
+    p95 and requests/s with 8: on two cores the 8 clients mostly wait for each other."""
     import psycopg
 
     from api_latency import gunicorn, load
@@ -234,10 +236,16 @@ def api(database: str, tenant_name: str, args, *, analyze: bool) -> dict:
     with gunicorn(dict(os.environ, DATABASE_URL=url, LOG_LEVEL="WARNING", API_RATE_LIMIT_PER_SECOND="0")) as port:
         for name, request in requests.items():
             load(port, token, 80, 8, request)  # warm: connections, caches
-            latencies, errors, _ = load(port, token, args.requests, 8, request)
-            if errors:
-                raise SystemExit(f"{name}: {len(errors)} errors, first {errors[0]}")
-            figures[name] = percentile([x * 1000 for x in latencies], 95)
+            # One client alone: what a request costs with nothing to wait for.
+            alone, errors, _ = load(port, token, args.requests // 8, 1, request)
+            latencies, more, elapsed = load(port, token, args.requests, 8, request)
+            if errors or more:
+                raise SystemExit(f"{name}: {len(errors + more)} errors, first {(errors + more)[0]}")
+            ms = [x * 1000 for x in latencies]
+            figures[name] = percentile(ms, 95)
+            print(f"  API {name}: 1 client p50 {percentile([x * 1000 for x in alone], 50):.1f} ms; 8 clients p50 "
+                  f"{percentile(ms, 50):.1f} ms, p95 {figures[name]:.1f} ms, {len(ms) / elapsed:,.0f} requests/s",
+                  flush=True)
     return figures
 
 
