@@ -95,7 +95,6 @@ def forget_inherited_pools() -> None:
         backend.DatabaseWrapper._connection_pools.clear()
 
 
-
 def compiled_timestamptz_loader(sender, connection, **kwargs) -> None:
     """``connection_created``: read ``timestamptz`` with psycopg's compiled parser. Django
     registers a loader that subclasses psycopg's pure-Python one (to give each instant the
