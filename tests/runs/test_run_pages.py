@@ -1,6 +1,7 @@
-"""runs_run keeps a tenth of each page free on PostgreSQL (runs.0030), so new runs fill
-fresh pages together instead of the room a history left on its pages (measured in
-BENCHMARKS.md, "The wave on a history")."""
+"""runs_run keeps a tenth of each page free on PostgreSQL (runs.0030), so a history page
+takes a new run only with that much room beside it. A reserve, not a wall: pages with more
+room than a run and the reserve still take one (both measured in BENCHMARKS.md, "The wave on
+a history" and "Where PostgreSQL's time per run goes, and the reserve's limit")."""
 
 import pytest
 from django.db import connection
