@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/scheduler
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# pytest-xdist processes, each taking a test file at a time (0: one process, no xdist).
+PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
 .PHONY: venv test-venv run test services bench clean
@@ -42,7 +44,7 @@ services:
 
 test: test-venv services
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
-		$(PY) -m pytest $(PYTEST_ARGS)
+		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-* var .pytest_cache .hypothesis

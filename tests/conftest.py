@@ -32,7 +32,7 @@ def tenant(db):
     from tests.factories import make_tenant
 
     return make_tenant("acme")
-from tests.servers import fresh_database_url, moto_server, private_redis, s3_store, file_store  # noqa: F401
+from tests.servers import fresh_database_url, moto_server, private_redis, redis_url, s3_store, file_store  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

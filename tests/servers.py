@@ -100,6 +100,28 @@ def _wait_until_answering(url: str, process: subprocess.Popen, timeout: float = 
     raise RuntimeError(f"moto_server did not answer at {url} within {timeout}s")
 
 
+def shared_redis_url() -> str:
+    """The shared Redis database this test process may flush: TEST_REDIS_URL's (15 by default)
+    and, under pytest-xdist, one per worker counting down from it (gw0 that one, gw1 the next
+    lower), so parallel workers never empty each other's queues."""
+    url = urlsplit(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    database = int(url.path.strip("/") or 0) - int(worker.removeprefix("gw"))
+    if database < 0:
+        raise RuntimeError(f"TEST_REDIS_URL's database leaves none for pytest-xdist worker {worker}")
+    return urlunsplit(url._replace(path=f"/{database}"))
+
+
+@pytest.fixture
+def redis_url():
+    """The shared Redis database (shared_redis_url), empty before and after the test."""
+    url = shared_redis_url()
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     """Endpoint URL of a moto_server process on 127.0.0.1, shared by the session."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import secrets
 import subprocess
@@ -20,7 +19,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import redis
 
 from kernel.startup import PLACEHOLDER_PREFIX
 from tests.deploy.compose import (
@@ -66,14 +64,6 @@ def test_compose__infrastructure_images_are_pinned_and_waited_for():
 def test_dockerignore__keeps_local_state_out_of_the_image():
     ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
     assert {".git", ".venv", "var", ".pytest_cache", ".hypothesis", "**/__pycache__"} <= ignored
-
-
-@pytest.fixture
-def redis_url():
-    url = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-    redis.Redis.from_url(url).flushdb()
-    yield url
-    redis.Redis.from_url(url).flushdb()
 
 
 @pytest.fixture

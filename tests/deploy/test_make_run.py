@@ -1,7 +1,6 @@
 """`make run` on a server database checks its secrets first: a refused start says in one line
 what to set, exits non-zero and writes nothing (no migration, no demo tenant)."""
 
-import os
 import subprocess
 
 import psycopg
@@ -10,7 +9,7 @@ import pytest
 from tests.deploy.compose import ROOT
 from tests.deploy.test_readme_try_it import fresh_shell_env, installed_venv
 from tests.e2e.processes import PYTHON
-from tests.servers import free_port
+from tests.servers import free_port, shared_redis_url
 
 
 def make_run(tmp_path, **env) -> subprocess.CompletedProcess:
@@ -37,7 +36,7 @@ def test_make_run__server_database_without_a_real_secret_key__refused_before_any
     tmp_path, fresh_database_url, secret_key, refusal
 ):
     env = {"DATABASE_URL": fresh_database_url,
-           "REDIS_URL": os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")}
+           "REDIS_URL": shared_redis_url()}
     if secret_key:
         env["SECRET_KEY"] = secret_key
     done = make_run(tmp_path, **env)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from tests.deploy.compose import DOTENV_EXAMPLE, ROOT, compose_services
+from tests.servers import shared_redis_url
 
 OPERATIONS = ROOT / "docs" / "operations.md"
 
@@ -34,7 +35,7 @@ def production_secrets() -> dict[str, str]:
         "SECRET_KEY": secrets.token_urlsafe(50),
         "METRICS_TOKEN": secrets.token_urlsafe(32),
         "DATABASE_URL": os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/scheduler"),
-        "REDIS_URL": os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+        "REDIS_URL": shared_redis_url(),
     }
 
 

@@ -1,18 +1,8 @@
 import os
 
 import pytest
-import redis
 
 from tests.e2e.processes import Processes
-
-
-@pytest.fixture
-def redis_url():
-    url = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ def start_web(processes, name: str, *, workers: int, threads: int, pool: int, **
 def connections_of(application_name: str, *, waiting_on_a_lock: bool = False) -> int:
     with psycopg.connect(database_url_of_test_db(), autocommit=True) as admin:
         return admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s"
             " AND (NOT %s OR wait_event_type = 'Lock')", [application_name, waiting_on_a_lock]
         ).fetchone()[0]
 

@@ -117,7 +117,9 @@ def test_nothing_queued__a_worker_reads_the_run_table_once_per_interval_whatever
 def worker_connections() -> list[str]:
     """The last statement of each of the worker's server connections (its application_name)."""
     with psycopg.connect(database_url_of_test_db(), autocommit=True) as admin:
-        return [row[0] for row in admin.execute("SELECT query FROM pg_stat_activity WHERE application_name = 'worker'")]
+        rows = admin.execute("SELECT query FROM pg_stat_activity"
+                             " WHERE datname = current_database() AND application_name = 'worker'")
+        return [row[0] for row in rows]
 
 
 def test_a_task_keeps_its_connection__the_idle_thread_closes_it_as_it_takes_the_process(worker, redis_url, processes,
@@ -126,10 +128,14 @@ def test_a_task_keeps_its_connection__the_idle_thread_closes_it_as_it_takes_the_
     queues are quiet, the process's thread asks the authority on a connection of its own and
     closes the task's: the pool process still holds one connection, not two. (The worker's
     main process holds one more, its slot reporter's.)"""
-    idle_seconds = 3.0  # the hint, published at once, comes well before the thread may claim
-    worker(redis_url, concurrency=1, idle_seconds=idle_seconds)
-    processes.manage("relay", "relay", DATABASE_URL=f"{database_url_of_test_db()}?application_name=relay")
+    idle_seconds = 3.0
+    processes.manage("relay", "relay", DATABASE_URL=f"{database_url_of_test_db()}?application_name=relay",
+                     REDIS_URL=redis_url)
     _, runs = queued_runs(tenant, 1, seconds=0)
+    # The hint waits in the queue, and the worker takes it as it starts, well before its thread may claim.
+    wait_until(lambda: Outbox.objects.filter(run_id=runs[0].id, published_at__isnull=False).exists(), timeout=30,
+               interval=0.05, message="the run's hint to be published")
+    worker(redis_url, concurrency=1, idle_seconds=idle_seconds)
     wait_until(lambda: Run.objects.filter(id=runs[0].id, state=RunState.SUCCEEDED).exists(), timeout=30,
                interval=0.05, message="the hinted run to succeed")
     after_the_task = worker_connections()

@@ -3,7 +3,6 @@ send_task builds (but for the per-message ids), against a real Redis."""
 
 import base64
 import json
-import os
 
 import pytest
 import redis
@@ -11,8 +10,9 @@ import redis
 from runs.relay import Hint
 from scheduler_project.celery import app
 from workers.hint_publisher import EXECUTE_TASK, publish_hints
+from tests.servers import shared_redis_url
 
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = shared_redis_url()
 
 
 @pytest.fixture
