@@ -124,8 +124,9 @@ class Run(models.Model):
     # Number of dispatch intents written for this run; names the next one's action key.
     dispatch_count = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
+    # Both attempt pointers are indexed only where set (run_current_attempt_idx, run_accepted_attempt_idx).
     current_attempt = models.ForeignKey(
-        "runs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "runs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     holds_guard = models.BooleanField(default=False)
     # A scheduled occurrence of a schedule with a start promise (startDeadlineSeconds): claims
@@ -142,7 +143,7 @@ class Run(models.Model):
     error = models.TextField(blank=True, default="")
     # Canonical result pointer: set once, by the accepted attempt's publication.
     accepted_attempt = models.ForeignKey(
-        "runs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "runs.Attempt", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     result_key = models.CharField(max_length=500, null=True, blank=True)
     result_version_id = models.CharField(max_length=200, null=True, blank=True)
@@ -250,6 +251,14 @@ class Run(models.Model):
             models.Index(fields=["finished_at"], name="run_ended_idx", condition=Q(finished_at__isnull=False)),
             # Failures finished lately: the health evaluation's failure streaks start from them.
             models.Index(fields=["finished_at"], name="run_failed_idx", condition=Q(state="failed")),
+            # The runs that point at an attempt, for the foreign keys' own look-ups (PostgreSQL's
+            # check as retention deletes the attempts, SQLite's as a claim inserts them, SQLite's
+            # heartbeat): only where the pointer is set, so a queued run's version writes neither
+            # index and a running one's no accepted-attempt entry (3 of a run's 24 entries).
+            models.Index(fields=["current_attempt"], name="run_current_attempt_idx",
+                         condition=Q(current_attempt__isnull=False)),
+            models.Index(fields=["accepted_attempt"], name="run_accepted_attempt_idx",
+                         condition=Q(accepted_attempt__isnull=False)),
         ]
 
     def __str__(self):

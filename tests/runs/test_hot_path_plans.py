@@ -9,9 +9,12 @@ equally empty, and a statement could walk any index whose predicate its conditio
 Each statement must read the one index meant for it (models.Run says which, and why no other
 can serve it; rows found by id are guarded through statements.dialect.checked, which says why): the
 claim's statements one by one, then every step of the hot path run for real
-(tests.plans.hot_path). On PostgreSQL, and on the embedded SQLite when
-tests/runs/test_embedded_authority.py runs this module there. The outbox's first wave, with
-no statistics at all, is the last test."""
+(tests.plans.hot_path), and PostgreSQL's own foreign-key checks of a run's attempt pointers.
+On PostgreSQL, and on the embedded SQLite when tests/runs/test_embedded_authority.py runs this
+module there. The outbox's first wave, with no statistics at all, is the last test."""
+
+import json
+import re
 
 import pytest
 from django.db import connection, transaction
@@ -163,10 +166,10 @@ STEPS = {
         "materialize": [("effects_effectintent effects_effectintent_run_id_581b06ae", ATTEMPT,
                          "runs_outbox runs_outbox_run_id_9b98ca34", "runs_storedobject runs_storedobject_run_id_52759429")],
         "claim": [(CLAIMABLE, RUNNING), (RUNNING,), (CLAIMABLE,),
-                  ("runs_run runs_run_accepted_attempt_id_b1e11038", "runs_run runs_run_current_attempt_id_684c92a3",
+                  ("runs_run run_accepted_attempt_idx", "runs_run run_current_attempt_idx",
                    "runs_storedobject runs_storedobject_attempt_id_fc6ca74b"),
                   ("runs_outbox runs_outbox_run_id_9b98ca34",)],
-        "heartbeat": [("runs_run runs_run_current_attempt_id_684c92a3",), *[(ATTEMPT,), (PK,), (ATTEMPT,)] * 8],
+        "heartbeat": [("runs_run run_current_attempt_idx",), *[(ATTEMPT,), (PK,), (ATTEMPT,)] * 8],
         "progress": [(PK,)],
         "still owns": [(PK,)],
         "staging": [(ATTEMPT, PK), (OBJECT,)],
@@ -197,6 +200,30 @@ def test_hot_path__each_statement_reads_the_index_meant_for_it(wave, request):
     if history_tenant == tenant and connection.vendor == "postgresql":
         steps, expected = _few(steps), _few(expected)
     assert steps == expected
+    if connection.vendor == "postgresql":
+        assert foreign_key_lookups() == {"current_attempt_id": "run_current_attempt_idx",
+                                         "accepted_attempt_id": "run_accepted_attempt_idx"}
+
+
+def foreign_key_lookups() -> dict[str, str]:
+    """The index each of PostgreSQL's foreign-key checks reads for the runs pointing at an
+    attempt (its text, as ri_triggers.c writes it, when retention deletes attempts), in the
+    generic plan the check keeps for every later call: a partial index on `IS NOT NULL` is
+    proven usable by the strict `=` whatever the attempt id."""
+    found = {}
+    with connection.cursor() as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            for column in ("current_attempt_id", "accepted_attempt_id"):
+                cursor.execute(f'PREPARE pointer_check (varchar) AS SELECT 1 FROM ONLY "public"."runs_run" x'
+                               f' WHERE $1 OPERATOR(pg_catalog.=) "{column}" FOR KEY SHARE OF x')
+                cursor.execute("EXPLAIN (FORMAT JSON) EXECUTE pointer_check ('att_none')")
+                [explained] = cursor.fetchone()
+                cursor.execute("DEALLOCATE pointer_check")
+                found[column] = re.findall(r'"Index Name": "(\w+)"', json.dumps(explained)) or ["full scan"]
+        finally:
+            cursor.execute("RESET plan_cache_mode")
+    return {column: " ".join(names) for column, names in found.items()}
 
 
 def test_mark_dispatched__finds_each_runs_intents_by_index_in_an_unanalyzed_outbox():
