@@ -21,6 +21,10 @@ from workers import uploads
 
 # One instant per make_due(): after the instant we set, this rule's next one is months away.
 YEARLY = "0 0 1 1 *"
+# How far ahead a test puts an instant it sets up before it comes due (a directive on it, an
+# armed timer): under a second of set-up alone, several with two test processes sharing two
+# cores (`make test`); an instant already past at creation is never that schedule's.
+LEAD = timedelta(seconds=5)
 PARAMS = {"report.sales": {"region": "us"}, "demo.sleep": {"seconds": 0}}
 REPORT = b"region,total\nus,42\n"
 

@@ -10,6 +10,7 @@ from runs.capacity.live import slots_report
 from runs.models import Run
 from schedules.models import AuthorKind, OccurrenceDirective, Schedule
 from tests.api.conftest import create_schedule, run_once
+from tests.authority_steps import LEAD
 from tests.factories import make_tenant
 
 pytestmark = pytest.mark.django_db
@@ -503,13 +504,12 @@ def test_admin_directives__remove_action_goes_through_the_service_and_is_audited
 
 def test_admin_runs__release_action_releases_a_held_run_through_the_authority(admin_client, client):
     import time
-    from datetime import timedelta
 
     from runs import authority
     from schedules.models import AuditEntry
     from kernel.clock import authority_now, instant
 
-    first = authority_now().replace(microsecond=0) + timedelta(seconds=2)
+    first = authority_now().replace(microsecond=0) + LEAD
     schedule_id = create_schedule(client, recurrence={"kind": "interval", "everySeconds": 3600,
                                                       "anchor": instant(first)})["scheduleId"]
     assert client.put(f"/api/v1/schedules/{schedule_id}/occurrences/{instant(first)}", {"action": "hold"},

@@ -11,6 +11,7 @@ from runs.loops import scan_pass
 from runs.models import PendingReason, Run, RunState, SkipReason
 from schedules.models import AuditEntry, MAX_DIRECTIVES, OccurrenceDirective, Schedule
 from tests.api.conftest import create_schedule
+from tests.authority_steps import LEAD
 
 HOURLY = {"kind": "interval", "everySeconds": 3600}
 
@@ -33,7 +34,7 @@ def _wait_until(at):
 
 
 def test_directives__each_applied_by_the_scan_that_materializes_its_instant(client):
-    first = authority_now().replace(microsecond=0) + timedelta(seconds=2)
+    first = authority_now().replace(microsecond=0) + LEAD
     skipped, held, noted = (_hourly_from(client, first, name=name)["scheduleId"] for name in ("a", "b", "c"))
     at = instant(first)
     for sid, action in ((skipped, "skip"), (held, "hold"), (noted, "note")):
@@ -85,7 +86,7 @@ def test_directive__written_after_a_timer_was_armed__still_applied(client):
 
     if connection.vendor != "postgresql":
         pytest.skip("armed timers are PostgreSQL's: the embedded SQLite fires through the locking path")
-    first = authority_now().replace(microsecond=0) + timedelta(seconds=2)
+    first = authority_now().replace(microsecond=0) + LEAD
     sid = _hourly_from(client, first, overlapPolicy="allow")["scheduleId"]
     timers = Timers()
     timers.load(range(settings.DUE_BUCKETS))
@@ -118,7 +119,7 @@ def test_occurrences__lists_coming_instants_with_their_directives_and_pages(clie
 
 
 def test_occurrences__end_after_occurrences__lists_only_the_instants_left_and_refuses_directives_past_them(client):
-    first = authority_now().replace(microsecond=0) + timedelta(seconds=1)
+    first = authority_now().replace(microsecond=0) + LEAD
     sid = _hourly_from(client, first, endAfterOccurrences=3)["scheduleId"]
     _wait_until(first)
     scan_pass()  # the first of three materialized

@@ -3,8 +3,6 @@ session: the locking scan and the armed timer alike end in exactly one outcome, 
 directive applied or refused with 409, never written and missed."""
 
 import time
-from datetime import timedelta
-
 import pytest
 from django.db import connection
 
@@ -16,6 +14,7 @@ from schedule_services.directives import directive_put
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.models import OccurrenceDirective, Schedule
+from tests.authority_steps import LEAD
 from tests.concurrency.harness import race
 
 ROUNDS = 6
@@ -51,7 +50,7 @@ def _put(tenant, schedule, at):
 
 def test_directive_races_the_locking_scan__one_outcome_per_instant(tenant, sessions):
     client, scanner = sessions("client"), sessions("scanner")
-    at = authority_now().replace(microsecond=0) + timedelta(seconds=1)
+    at = authority_now().replace(microsecond=0) + LEAD
     schedules = _hourly(tenant, at, ROUNDS)
     time.sleep(max(0.0, (at - authority_now()).total_seconds()) + 0.05)
 
@@ -69,7 +68,7 @@ def test_directive_races_the_armed_timer__one_outcome_per_instant(tenant, sessio
     if connection.vendor != "postgresql":
         pytest.skip("armed timers are PostgreSQL's: the embedded SQLite fires through the locking path")
     client, scanner = sessions("client"), sessions("scanner")
-    at = authority_now().replace(microsecond=0) + timedelta(seconds=1)
+    at = authority_now().replace(microsecond=0) + LEAD
     schedules = _hourly(tenant, at, ROUNDS)
     armed = arm([s.id for s in schedules])
     assert set(armed) == {s.id for s in schedules}

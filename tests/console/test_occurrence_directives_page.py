@@ -13,6 +13,7 @@ from runs.models import PendingReason, Run, RunState
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.models import AuditEntry, OccurrenceDirective
+from tests.authority_steps import LEAD
 from tests.console.seed import staff_user
 
 pytestmark = pytest.mark.django_db
@@ -29,9 +30,7 @@ def _post(client, schedule, verb, at, note=""):
 
 
 def test_schedule_page__skip_hold_note_remove_and_release_through_the_services(tenant, staff_client):
-    # The first instant is held before anything else, seconds before it is due: a slow machine
-    # must not see it pass first.
-    first = authority_now().replace(microsecond=0) + timedelta(seconds=5)
+    first = authority_now().replace(microsecond=0) + LEAD  # held first, before anything else
     schedule = _hourly(tenant, first)
     page = staff_client.get(f"/console/schedules/{schedule.id}/").content.decode()
     assert 'id="occurrences"' in page and f'data-at="{instant(first)}"' in page and 'class="hold"' in page

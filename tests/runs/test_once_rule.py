@@ -1,7 +1,6 @@
 """A `once` schedule through the real scanner: one occurrence at its instant, then nothing due."""
 
 import time
-from datetime import timedelta
 
 import pytest
 
@@ -11,18 +10,19 @@ from runs.models import Run
 from schedule_services.lifecycle import schedule_create
 from scheduler_project.http.schedule_requests import schedule_spec
 from schedules.models import Schedule
+from tests.authority_steps import LEAD
 
 pytestmark = pytest.mark.django_db
 
 
 def test_once__materializes_one_occurrence_then_stops(tenant):
-    at = authority_now() + timedelta(seconds=1)
+    at = authority_now() + LEAD
     body = {"name": "launch", "jobType": "demo.sleep", "params": {"seconds": 0},
             "recurrence": {"kind": "once", "at": at.isoformat()}}
     schedule, _ = schedule_create(tenant=tenant, spec=schedule_spec(body))
     assert schedule.next_run_at == at
 
-    while authority_now() <= at:  # the rule's own instant comes due (a second of real time)
+    while authority_now() <= at:  # the rule's own instant comes due (seconds of real time)
         time.sleep(0.05)
     authority.materialize_due()
     assert Run.objects.get(schedule=schedule).scheduled_at == at
