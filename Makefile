@@ -7,8 +7,8 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/scheduler
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-# pytest-xdist processes, each taking a test file at a time (0: one process, no xdist).
-PYTEST_WORKERS ?= 2
+# pytest-xdist processes, each taking a test file at a time (0: one process, no xdist; README says why 0).
+PYTEST_WORKERS ?= 0
 PYTEST_ARGS ?=
 
 .PHONY: venv test-venv run test services bench clean
