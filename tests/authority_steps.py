@@ -23,7 +23,7 @@ from workers import uploads
 YEARLY = "0 0 1 1 *"
 # How far ahead a test puts an instant it sets up before it comes due (a directive on it, an
 # armed timer): under a second of set-up alone, several with two test processes sharing two
-# cores (`make test`); an instant already past at creation is never that schedule's.
+# cores (`make test PYTEST_WORKERS=2`); an instant already past at creation is never that schedule's.
 LEAD = timedelta(seconds=5)
 PARAMS = {"report.sales": {"region": "us"}, "demo.sleep": {"seconds": 0}}
 REPORT = b"region,total\nus,42\n"

@@ -13,7 +13,7 @@ CRON_BODY = {
 def pytest_collection_modifyitems(items):
     """schemathesis names each API operation's test `test_api__...[GET /api/v1/audit]`, but
     pytest 9 builds a node id from the test's original name and its parametrization, which
-    schemathesis leaves out: all 45 get one id, which pytest-xdist (`make test`) takes for a
+    schemathesis leaves out: all 45 get one id, which pytest-xdist (`PYTEST_WORKERS=2`) takes for a
     single test and runs once. Each gets its operation as its id's parameters."""
     for item in items:
         label = getattr(item, "operation_label", None)
