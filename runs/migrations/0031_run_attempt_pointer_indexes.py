@@ -4,17 +4,18 @@ every running run's accepted attempt, written at each of those versions and neve
 foreign keys' look-ups ask for one attempt id, which a partial index on `IS NOT NULL` answers.
 
 The partial indexes are built before the whole ones go, each CONCURRENTLY on PostgreSQL
-(no lock on readers or writers; on a history of millions of runs the build reads the table
-once per index). The foreign keys stay as they are, never re-validated."""
+(kernel.migration_ops; no lock on readers or writers; on a history of millions of runs the
+build reads the table once per index). The foreign keys stay as they are, never re-validated."""
 
 from django.db import migrations, models
 
 import django.db.models.deletion
+from kernel.migration_ops import AddIndexOnline
 
-# (column, the whole index Django made for it, the partial one replacing it)
-POINTERS = [
-    ("current_attempt_id", "runs_run_current_attempt_id_684c92a3", "run_current_attempt_idx"),
-    ("accepted_attempt_id", "runs_run_accepted_attempt_id_b1e11038", "run_accepted_attempt_idx"),
+# (column, the whole index Django made for it)
+WHOLE = [
+    ("current_attempt_id", "runs_run_current_attempt_id_684c92a3"),
+    ("accepted_attempt_id", "runs_run_accepted_attempt_id_b1e11038"),
 ]
 
 
@@ -22,21 +23,14 @@ def _concurrently(schema_editor) -> str:
     return "CONCURRENTLY " if schema_editor.connection.vendor == "postgresql" else ""
 
 
-def to_partial(apps, schema_editor):
-    how = _concurrently(schema_editor)
-    for column, _, partial in POINTERS:
-        schema_editor.execute(
-            f'CREATE INDEX {how}IF NOT EXISTS {partial} ON runs_run ("{column}") WHERE "{column}" IS NOT NULL')
-    for _, whole, _ in POINTERS:
-        schema_editor.execute(f"DROP INDEX {how}IF EXISTS {whole}")
+def drop_whole(apps, schema_editor):
+    for _, index in WHOLE:
+        schema_editor.execute(f"DROP INDEX {_concurrently(schema_editor)}IF EXISTS {index}")
 
 
-def to_whole(apps, schema_editor):
-    how = _concurrently(schema_editor)
-    for column, whole, _ in POINTERS:
-        schema_editor.execute(f'CREATE INDEX {how}IF NOT EXISTS {whole} ON runs_run ("{column}")')
-    for _, _, partial in POINTERS:
-        schema_editor.execute(f"DROP INDEX {how}IF EXISTS {partial}")
+def create_whole(apps, schema_editor):
+    for column, index in WHOLE:
+        schema_editor.execute(f'CREATE INDEX {_concurrently(schema_editor)}IF NOT EXISTS {index} ON runs_run ("{column}")')
 
 
 def _pointer() -> models.ForeignKey:
@@ -52,21 +46,21 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        AddIndexOnline(
+            model_name="run",
+            index=models.Index(condition=models.Q(("current_attempt__isnull", False)),
+                               fields=["current_attempt"], name="run_current_attempt_idx"),
+        ),
+        AddIndexOnline(
+            model_name="run",
+            index=models.Index(condition=models.Q(("accepted_attempt__isnull", False)),
+                               fields=["accepted_attempt"], name="run_accepted_attempt_idx"),
+        ),
         migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.AlterField(model_name="run", name="current_attempt", field=_pointer()),
                 migrations.AlterField(model_name="run", name="accepted_attempt", field=_pointer()),
-                migrations.AddIndex(
-                    model_name="run",
-                    index=models.Index(condition=models.Q(("current_attempt__isnull", False)),
-                                       fields=["current_attempt"], name="run_current_attempt_idx"),
-                ),
-                migrations.AddIndex(
-                    model_name="run",
-                    index=models.Index(condition=models.Q(("accepted_attempt__isnull", False)),
-                                       fields=["accepted_attempt"], name="run_accepted_attempt_idx"),
-                ),
             ],
-            database_operations=[migrations.RunPython(to_partial, to_whole, atomic=False)],
+            database_operations=[migrations.RunPython(drop_whole, create_whole, atomic=False)],
         ),
     ]
