@@ -75,6 +75,23 @@ def start(mode, args, env, log_dir):
                                    stderr=subprocess.STDOUT) for name, c in commands.items()}
 
 
+def row_updates(*, settle: float = 0.0) -> dict[str, tuple[int, int]]:
+    """Rows updated and of those HOT-updated so far in each table a run writes, as the
+    statistics hold them, and the WAL written so far (bytes, as table "wal": the whole
+    server's); ``settle`` seconds first, for the stopped processes' backends to report theirs
+    as they exit."""
+    from django.db import connection
+
+    time.sleep(settle)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname IN"
+                       " ('runs_run', 'runs_attempt', 'runs_storedobject', 'runs_outbox') ORDER BY relname")
+        counts = {table: (updated, hot) for table, updated, hot in cursor.fetchall()}
+        cursor.execute("SELECT pg_current_wal_lsn() - '0/0'")
+        return counts | {"wal": (int(cursor.fetchone()[0]), 0)}
+
+
 def own_backend() -> int:
     """The PostgreSQL backend of this script's own connection (its polling is not the burst's)."""
     from django.db import connection
@@ -133,6 +150,7 @@ def main():
         while authority_now() < due:
             time.sleep(0.05)
         busy_before, machine_before = busy_cpu_seconds(), cpu_by_command()
+        updates_before = row_updates() if args.mode == "redis" else None
         cpu_before = {name: tree_cpu_seconds(p.pid) for name, p in procs.items()}
         # Sampled through the burst: a backend retired by CONN_MAX_AGE (60 s) mid-burst
         # counts for the part of its life that was seen, not for nothing.
@@ -156,6 +174,8 @@ def main():
             p.terminate()
         for p in procs.values():
             p.wait()
+    updates = {table: tuple(after - before for after, before in zip(counts, updates_before[table]))
+               for table, counts in row_updates(settle=1.0).items()} if updates_before else None
 
     runs = Run.objects.filter(tenant=tenant)
     lateness = [(r.started_at - r.scheduled_at).total_seconds() for r in runs.only("started_at", "scheduled_at")]
@@ -179,6 +199,11 @@ def main():
         print(f"  claim (hint -> claimed): median={median(claim):.2f}s max={max(claim):.2f}s")
     print(f"  execute (claim -> accepted completion): median={median(execute) * 1000:.1f}ms "
           f"p99={percentile(execute, 99) * 1000:.1f}ms")
+    if updates:
+        wal = updates.pop("wal")[0]
+        print("  updates in their page (HOT) / all updates, from the due instant on: "
+              + ", ".join(f"{table} {hot:,}/{updated:,}" for table, (updated, hot) in updates.items())
+              + f"; WAL {wal / args.runs / 1024:.1f} KB per run (the whole server's)")
     ours = sum(cpu.values())
     parts = ", ".join(f"{name} {seconds / args.runs * 1000:.2f}" for name, seconds in cpu.items())
     print(f"  CPU per run, from the due instant to the last completion: {busy / args.runs * 1000:.2f} ms on the "
