@@ -13,7 +13,7 @@ from django.db.models import Count
 
 from runs.metrics import counter_total
 from runs.models import (
-    ACTIVE_STATES, Attempt, AttemptState, EffectIntent, EffectState, Run, RunState, Trigger, UNFINISHED,
+    ACTIVE_STATES, Attempt, EffectIntent, EffectState, Run, RunState, Trigger, UNFINISHED,
 )
 from schedules.models import Tenant
 
@@ -105,10 +105,8 @@ def health(now) -> dict:
         # Running runs whose lease has passed, not yet swept (the running runs' index, read whole:
         # running runs are as many as the workers' slots).
         "leases_passed": Run.objects.filter(state=RunState.RUNNING, lease_expires_at__lt=now).count(),
-        # Attempts the sweeper expired in the last hour, whichever process swept them (attempt_expired_idx).
-        "expired_leases_last_hour": Attempt.objects.filter(
-            state=AttemptState.EXPIRED, finished_at__gte=now - WINDOW, finished_at__lte=now
-        ).count(),
+        # Attempts the sweeper expired in the last hour, whichever process swept them (attempt_expired_at_idx).
+        "expired_leases_last_hour": Attempt.objects.filter(expired_at__gte=now - WINDOW, expired_at__lte=now).count(),
         "expired_leases_total": counter_total("scheduler_expired_leases"),
         "stale_rejections_total": counter_total("scheduler_stale_fence_rejections"),
         "uncertain_effects": EffectIntent.objects.filter(state=EffectState.UNCERTAIN).count(),

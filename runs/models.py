@@ -305,6 +305,10 @@ class Attempt(models.Model):
     error = models.TextField(blank=True, default="")
     retryable = models.BooleanField(null=True, blank=True)
     reason = models.CharField(max_length=8, choices=AttemptReason.choices, blank=True, default="", db_default="")
+    # When the sweep ended its passed lease (null: it did not). Only the sweep writes it, so
+    # the index of expiries holds no column an attempt's end or heartbeat changes: those
+    # updates stay HOT (in their page, no index entry), as the table's reserve leaves room.
+    expired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -313,7 +317,7 @@ class Attempt(models.Model):
         ]
         indexes = [
             # Leases that expired lately (the console's overview), without reading every attempt.
-            models.Index(fields=["finished_at"], name="attempt_expired_idx", condition=Q(state="expired")),
+            models.Index(fields=["expired_at"], name="attempt_expired_at_idx", condition=Q(expired_at__isnull=False)),
         ]
 
     def __str__(self):
@@ -334,7 +338,8 @@ class Outbox(models.Model):
     resource_class = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField()
     # A relay takes a short lease on the row while it publishes; another relay may
-    # retake it after this, so a relay that dies mid-publish loses nothing.
+    # retake it after this, so a relay that dies mid-publish loses nothing. In no index
+    # (nor is publish_attempts), so the lease is written in the row's page (runs.0032).
     relay_until = models.DateTimeField(null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)
     # The broker incarnation (Redis run_id) that accepted the hint: one that restarted

@@ -56,7 +56,7 @@ def sweep_expired_leases(*, batch_size: int = 500) -> int:
                 continue
             transition(
                 attempt, {"state": AttemptState.RUNNING},
-                state=AttemptState.EXPIRED, finished_at=now, error="lease expired",
+                state=AttemptState.EXPIRED, finished_at=now, expired_at=now, error="lease expired",
             )
             if run.cancellation_requested:
                 outbox += finish_run(schedule, run, RunState.CANCELED, now, cancellation_accepted=True)

@@ -1,6 +1,6 @@
 """What the console's figures read on a long history: the runs list filtered on a rare state
 reads run_finished_state_idx (not the tenant's whole history), the overview's expired leases
-of the last hour read attempt_expired_idx (not every attempt)."""
+of the last hour read attempt_expired_at_idx (not every attempt)."""
 
 import json
 import re
@@ -39,7 +39,7 @@ def long_history(tenant):
     Attempt.objects.bulk_create(
         Attempt(run=run, number=1, fence=1, lease_seconds=60, started_at=run.scheduled_at,
                 lease_expires_at=run.scheduled_at, finished_at=expired_at.get(i, run.finished_at),
-                state=AttemptState.EXPIRED if i in expired_at else AttemptState.CANCELED)
+                expired_at=expired_at.get(i), state=AttemptState.EXPIRED if i in expired_at else AttemptState.CANCELED)
         for i, run in enumerate(runs)
     )
     with connection.cursor() as cursor:
@@ -85,7 +85,7 @@ def test_overview__expired_leases_of_the_last_hour_from_the_attempts_index(long_
     assert "stale-fence rejections (since process start)" in page
     assert table_reads("runs_attempt", ROWS_READ) - before < 50
     scans = scans_of(captured(queries, "runs_attempt", r"expired"), "runs_attempt")
-    assert len(scans) == 1 and scans[0][1] == "attempt_expired_idx"
+    assert len(scans) == 1 and scans[0][1] == "attempt_expired_at_idx"
 
 
 def grow(tenant, schedules: int, *, offset: int, also=()) -> list[str]:

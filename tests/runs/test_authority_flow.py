@@ -66,7 +66,8 @@ def test_sweep__expires_lease_and_requeues_with_higher_fence(tenant):
     with pytest.raises(StaleFence):
         authority.heartbeat(run_id=run.id, attempt_id=run.current_attempt.id, fence=1)
     assert authority.sweep_expired_leases() == 1
-    assert Attempt.objects.get(id=run.current_attempt.id).state == AttemptState.EXPIRED
+    expired = Attempt.objects.get(id=run.current_attempt.id)
+    assert expired.state == AttemptState.EXPIRED and expired.expired_at == expired.finished_at is not None
     again = authority.claim(worker_label="b")
     assert again.id == run.id and again.fence == 2
     with pytest.raises(StaleFence):

@@ -8,7 +8,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from runs import authority
+from kernel.clock import authority_now
 from runs.authority.statements.attempts import attempts_extend_leases_if_owned
+from runs.authority.statements.outbox import outbox_lease_unpublished
 from runs.capacity.live import slots_report
 from tests.authority_steps import create_schedule, make_due
 from workers.uploads import stage_result, stage_results
@@ -82,12 +84,50 @@ def test_heartbeat__a_hot_update_of_the_run_and_the_attempt(tenant):
         "runs_attempt": (1, 1), "runs_run": (1, 1)}
 
 
-def _updates() -> dict[str, tuple[int, int]]:
+def test_an_attempts_end_and_a_relay_lease__hot_updates(tenant):
+    """An attempt's end changes no indexed column (runs.0032: the expiries' index reads
+    expired_at, which only the sweep writes) and its page keeps room for it (fillfactor 50):
+    the group commit rewrites the attempt in its page. So does the relay's lease on a dispatch
+    intent (relay_until, publish_attempts: in no index). Counted by the statistics, flushed
+    across the group commit's own transaction."""
+    make_due(create_schedule(tenant, overlapPolicy="allow"))
+    authority.materialize_due()
+    with transaction.atomic():
+        before = _updates(("runs_outbox",))
+        leased = outbox_lease_unpublished(authority_now(), authority_now() + timedelta(seconds=30), 10)
+        after = _updates(("runs_outbox",))
+    assert len(leased) == 1 and after["runs_outbox"][0] - before["runs_outbox"][0] == 1
+    assert after["runs_outbox"][1] - before["runs_outbox"][1] == 1
+
+    run = authority.claim(worker_label="w")
+    staged = stage_results([authority.Upload(run.id, run.current_attempt_id, run.fence, b"{}", "application/json")])
+    before = _flushed_updates()
+    answers = authority.complete_many([authority.Outcome(run.id, run.current_attempt_id, run.fence, "succeeded",
+                                                         staged[0])])
+    after = _flushed_updates()
+    assert [a.state for a in answers] == ["succeeded"]
+    assert after["runs_attempt"][0] - before["runs_attempt"][0] == 1
+    assert after["runs_attempt"][1] - before["runs_attempt"][1] == 1
+
+
+def _flushed_updates() -> dict[str, tuple[int, int]]:
+    """Rows updated and HOT-updated in the run tables as the statistics hold them, this
+    backend's counts of its committed transactions flushed in first (PostgreSQL flushes them
+    as the backend goes idle; pg_stat_force_next_flush makes the next idle time do it)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+                       " WHERE relname IN ('runs_run', 'runs_attempt')")
+        return {table: (updated, hot) for table, updated, hot in cursor.fetchall()}
+
+
+def _updates(tables=("runs_run", "runs_attempt")) -> dict[str, tuple[int, int]]:
     """Rows updated and of those HOT-updated in each table, as this backend counted so far
     (its counts not yet reported to the statistics included)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables"
-                       " WHERE relname IN ('runs_run', 'runs_attempt')")
+                       " WHERE relname = ANY(%s)", [list(tables)])
         return {table: (updated, hot) for table, updated, hot in cursor.fetchall()}
 
 
