@@ -7,8 +7,9 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/scheduler
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-# pytest-xdist processes, each taking a test file at a time (0: one process, no xdist; README says why 0).
-PYTEST_WORKERS ?= 0
+# pytest-xdist processes, each taking a test file at a time; the tests marked `alone` run after
+# them in one process (0: everything in one process, no xdist). README.md says more.
+PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
 .PHONY: venv test-venv run test services bench clean
@@ -42,9 +43,16 @@ run: venv
 services:
 	bin/ensure-services
 
+PYTEST := DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest
+
+# With workers, a selection holding no `alone` test ends the second run with pytest's 5 (none collected).
 test: test-venv services
-	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
-		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+ifeq ($(PYTEST_WORKERS),0)
+	$(PYTEST) $(PYTEST_ARGS)
+else
+	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS)
+	$(PYTEST) -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
+endif
 
 clean:
 	rm -rf $(VENV) .venv-* var .pytest_cache .hypothesis

@@ -19,7 +19,8 @@ from tests.child_env import database_url_of_test_db
 from tests.e2e.processes import wait_until
 from tests.factories import make_tenant
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# alone: its forecast is checked against a live wave's measured lateness, which a test beside it would move.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.alone]
 
 SLOTS = 20
 WAVE = 300

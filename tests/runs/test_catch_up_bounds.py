@@ -108,6 +108,7 @@ def test_long_outage__each_transaction_writes_at_most_its_row_budget(tenant, set
             MINUTELY_INSTANTS, MINUTELY_INSTANTS + 1)
 
 
+@pytest.mark.alone  # the pauses are wall time: a test beside it on two cores stretches them
 @pytest.mark.django_db(transaction=True)
 def test_long_outage__each_transaction_pauses_briefly_between_statements(tenant, settings):
     settings.SCAN_ROWS_PER_TRANSACTION = 5000
