@@ -21,5 +21,5 @@ def instant(value: datetime | None) -> str | None:
     """ISO 8601 UTC with a Z suffix; fractional seconds only when the instant has them."""
     if value is None:
         return None
-    # isoformat, unlike strftime("%Y"), zero-pads years before 1000.
-    return value.astimezone(dt_timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+    # isoformat, unlike strftime("%Y"), zero-pads years before 1000; in UTC it ends "+00:00".
+    return value.astimezone(dt_timezone.utc).isoformat()[:-6] + "Z"

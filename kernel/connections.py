@@ -43,6 +43,9 @@ def configure_postgresql(database: dict, *, pooler: str, idle_in_transaction_sec
         # ALTER ROLE ... SET idle_in_transaction_session_timeout) ends stalled transactions.
         options.pop("options", None)
         return
+    # Statements may be prepared (server_cursor(prepared=True) asks; Django's own cursors bind
+    # client-side and never are); psycopg refuses when this is None, Django's default.
+    options.setdefault("prepare_threshold", 5)
     # A process paused inside a transaction (GC stall, SIGSTOP, frozen VM) keeps its row
     # locks, and no lease ends them: PostgreSQL ends such a session instead.
     options["options"] = "-c idle_in_transaction_session_timeout=%d" % (idle_in_transaction_seconds * 1000)
@@ -93,6 +96,44 @@ def forget_inherited_pools() -> None:
     backend = sys.modules.get("django.db.backends.postgresql.base")
     if backend is not None:
         backend.DatabaseWrapper._connection_pools.clear()
+
+
+def server_cursor(*, prepared: bool = False):
+    """A cursor of the default connection that binds parameters server-side, where PostgreSQL
+    is the database (Django's own cursor elsewhere): a list goes as one binary array instead
+    of being spelled out in the statement. Django's wrapper stays around it (error
+    translation, query capture in tests).
+
+    ``prepared``: the statement is prepared on the connection at its first execution, so
+    PostgreSQL parses and plans its text once, not at every execution (reading a run by id:
+    0.20 ms of the server's CPU, 0.02 prepared). For the reads every request makes, whose
+    text never varies and whose plan is the same whatever the values (rows by key). Behind
+    PgBouncer nothing is prepared (configure_postgresql)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    connection.ensure_connection()
+    return connection._prepare_cursor(_binding_cursors()[prepared](connection.connection))
+
+
+@lru_cache
+def _binding_cursors() -> dict:
+    from django.db.backends.postgresql.base import ServerBindingCursor  # PostgreSQL only
+
+    class Prepared(ServerBindingCursor):
+        def execute(self, query, params=None, **kwargs):
+            return super().execute(query, params, **kwargs | {"prepare": True})
+
+        def _send_query_prepared(self, name, pgq, **kwargs):
+            self._query = pgq  # as psycopg records an unprepared execution: Django's query log reads it
+            super()._send_query_prepared(name, pgq, **kwargs)
+
+    class Unprepared(ServerBindingCursor):
+        def execute(self, query, params=None, **kwargs):
+            return super().execute(query, params, **kwargs | {"prepare": False})
+
+    return {True: Prepared, False: Unprepared}
 
 
 def compiled_timestamptz_loader(sender, connection, **kwargs) -> None:

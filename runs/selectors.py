@@ -8,6 +8,9 @@ from django.db import connection
 from django.db.models import F, Q
 
 from kernel.clock import authority_now
+from kernel.connections import server_cursor
+from kernel.rows import Rows
+from runs.authority.statements.dialect import among
 from runs.models import ACTIVE_STATES, TERMINAL_STATES, UNFINISHED, Attempt, EffectIntent, Run
 from kernel.errors import NotFound
 
@@ -29,7 +32,7 @@ def history_watermark():
     """
     if connection.vendor != "postgresql":
         return authority_now()  # embedded SQLite: one writer at a time, readers see every commit
-    with connection.cursor() as cursor:
+    with server_cursor(prepared=True) as cursor:  # every first page reads it
         cursor.execute(  # the authority's time read in the same statement (clock_timestamp: as authority_now)
             "SELECT clock_timestamp(), count(*) FILTER (WHERE xact_start IS NULL), min(xact_start) "
             "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
@@ -43,25 +46,25 @@ def history_watermark():
 
 # A run's shown columns (all but its payload, which the API never decodes) with its schedule's
 # concurrency key, which `waiting_on_key` reads; then its attempts and effect intents with the
-# columns shown. Written out once here rather than built per request by the ORM: compiling the
-# ORM's three statements cost more CPU than the rest of `GET /runs/{id}` together (2.0-2.5 ms
-# against 0.8-0.9 ms for the same rows read from these texts). Portable: PostgreSQL and SQLite.
-def _columns(model, alias, names) -> str:
-    return ", ".join(f"{alias}.{connection.ops.quote_name(model._meta.get_field(name).column)}" for name in names)
-
-
-_RUN_SHOWN = [field.name for field in Run._meta.concrete_fields if field.name != "payload"]
+# columns shown, both in one statement. Written out once here rather than built per request by
+# the ORM: compiling the ORM's statements cost more CPU than the rest of `GET /runs/{id}`
+# together (2.0-2.5 ms against 0.8-0.9 ms for the same rows read from these texts), and the
+# instances are built by kernel.rows (a third of Django's cost). Portable: PostgreSQL and SQLite.
+_RUN = Rows(Run, [field.name for field in Run._meta.concrete_fields if field.name != "payload"],
+            extra=["concurrency_key"])
 _RUN_BY_ID = (
-    f"SELECT {_columns(Run, 'r', _RUN_SHOWN)}, s.concurrency_key AS concurrency_key "
+    f"SELECT {_RUN.columns('r')}, s.concurrency_key AS concurrency_key "
     f"FROM {Run._meta.db_table} r JOIN schedules_schedule s ON s.id = r.schedule_id WHERE r.id = %s"
 )
-_ATTEMPTS_OF = (
-    f"SELECT {_columns(Attempt, 'a', ('id', 'run', 'number', 'state', 'started_at', 'finished_at', 'error', 'reason'))} "
-    f"FROM {Attempt._meta.db_table} a WHERE a.run_id IN ({{ids}}) ORDER BY a.run_id, a.number"
-)
-_INTENTS_OF = (
-    f"SELECT {_columns(EffectIntent, 'e', ('id', 'action', 'run', 'kind', 'state', 'reason'))} "
-    f"FROM {EffectIntent._meta.db_table} e WHERE e.run_id IN ({{ids}}) ORDER BY e.run_id, e.action"
+_ATTEMPT = Rows(Attempt, ("id", "run", "number", "state", "started_at", "finished_at", "error", "reason"))
+_INTENT = Rows(EffectIntent, ("id", "run", "action", "kind", "state", "reason"))
+_ATTEMPT_COLUMNS, _INTENT_COLUMNS = slice(1, 9), slice(9, 15)  # of a row of _DETAILS_OF, after its kind
+_DETAILS_OF = (  # kind 0: an attempt's columns, then nulls; kind 1: nulls, then an intent's; in order of each
+    f"SELECT 0, {_ATTEMPT.columns('a')}, {', '.join(['NULL'] * 6)} "
+    f"FROM {Attempt._meta.db_table} a WHERE {{attempts_of}} "
+    f"UNION ALL SELECT 1, {', '.join(['NULL'] * 8)}, {_INTENT.columns('e')} "
+    f"FROM {EffectIntent._meta.db_table} e WHERE {{intents_of}} "
+    f"ORDER BY 1, 4, 12"  # kind, an attempt's number, an intent's action
 )
 
 
@@ -74,20 +77,25 @@ def with_concurrency_key(runs):
 def with_details(runs) -> list[Run]:
     """The runs of the query ``runs`` as the API shows them: with their concurrency key, their
     attempts in order (``attempt_list``) and effect intents by action (``effect_list``), each
-    read with the columns shown (the run's payload is not decoded)."""
-    return _attach_details(list(with_concurrency_key(runs.defer("payload"))))
+    read with the columns shown (the run's payload is not read)."""
+    shown = with_concurrency_key(runs).values_list(*(field.name for field in _RUN.fields), "concurrency_key")
+    return _attach_details(_RUN.build(shown, converted=True))
 
 
 def _attach_details(runs: list[Run]) -> list[Run]:
-    """``runs`` given their attempts and effect intents, read in one statement each."""
+    """``runs`` given their attempts and effect intents, read in one statement."""
     by_id = {run.id: run for run in runs}
     for run in runs:
         run.attempt_list, run.effect_list = [], []
     if runs:
-        ids = ", ".join(["%s"] * len(by_id))
-        for attempt in Attempt.objects.raw(_ATTEMPTS_OF.format(ids=ids), list(by_id)):
+        attempts_of, params = among("a.run_id", by_id)  # on PostgreSQL one array: one text, prepared
+        intents_of, _ = among("e.run_id", by_id)
+        with server_cursor(prepared=True) as cursor:
+            cursor.execute(_DETAILS_OF.format(attempts_of=attempts_of, intents_of=intents_of), params + params)
+            rows = cursor.fetchall()
+        for attempt in _ATTEMPT.build(row[_ATTEMPT_COLUMNS] for row in rows if row[0] == 0):
             by_id[attempt.run_id].attempt_list.append(attempt)
-        for intent in EffectIntent.objects.raw(_INTENTS_OF.format(ids=ids), list(by_id)):
+        for intent in _INTENT.build(row[_INTENT_COLUMNS] for row in rows if row[0] == 1):
             by_id[intent.run_id].effect_list.append(intent)
     return runs
 
@@ -99,7 +107,7 @@ def with_schedule(runs) -> list[Run]:
 
 
 def run_get(*, tenant, run_id: str) -> Run:
-    runs = list(Run.objects.raw(f"{_RUN_BY_ID} AND r.tenant_id = %s", [run_id, tenant.pk]))
+    runs = _RUN.read(f"{_RUN_BY_ID} AND r.tenant_id = %s", [run_id, tenant.pk], prepared=True)
     if not runs:
         raise NotFound("no such run")
     return _attach_details(runs)[0]
@@ -107,7 +115,7 @@ def run_get(*, tenant, run_id: str) -> Run:
 
 def run_reread(run: Run) -> Run:
     """``run`` read again with its details, as `run_get` reads it: what a write returns."""
-    return _attach_details(list(Run.objects.raw(_RUN_BY_ID, [run.id])))[0]
+    return _attach_details(_RUN.read(_RUN_BY_ID, [run.id], prepared=True))[0]
 
 
 def runs_page(*, schedule_id: str, upper_bound, after: tuple | None, limit: int, shown=with_details) -> list[Run]:

@@ -1,26 +1,37 @@
 """Schedule reads, always scoped to the calling tenant."""
 
-from django.db import connection
-
 from schedules import recurrence
 from schedules.models import ApiToken, JobType, Schedule, ScheduleLabel, ScheduleRevision, Tenant
+from kernel.connections import server_cursor
 from kernel.errors import NotFound
+from kernel.rows import Rows
 
 
-# Every API request reads its token: two statements written out, not compiled by the ORM per
-# request (its select_related cost more CPU than the rest of a `GET /runs/{id}`'s reads).
-_LIVE_TOKEN = f"SELECT * FROM {ApiToken._meta.db_table} WHERE token_hash = %s AND revoked_at IS NULL"
-_TENANT_BY_ID = f"SELECT * FROM {Tenant._meta.db_table} WHERE id = %s"
+# Every API request reads its token with its tenant: one statement written out, not compiled by
+# the ORM per request (its select_related cost more CPU than the rest of a `GET /runs/{id}`'s
+# reads), the two built by kernel.rows.
+_TOKEN = Rows(ApiToken, [field.name for field in ApiToken._meta.concrete_fields])
+_TENANT = Rows(Tenant, [field.name for field in Tenant._meta.concrete_fields])
+_LIVE_TOKEN = (
+    f"SELECT {_TOKEN.columns('t')}, {_TENANT.columns('n')} FROM {ApiToken._meta.db_table} t"
+    f" LEFT JOIN {Tenant._meta.db_table} n ON n.id = t.tenant_id WHERE t.token_hash = %s AND t.revoked_at IS NULL"
+)
 
 
 def live_token(token_hash: str) -> ApiToken | None:
     """The unrevoked token of ``token_hash``, with its tenant (None for an operator or worker
     token); None when there is none."""
-    token = next(iter(ApiToken.objects.raw(_LIVE_TOKEN, [token_hash])), None)
-    if token is None or token.tenant_id is None:
+    with server_cursor(prepared=True) as cursor:
+        cursor.execute(_LIVE_TOKEN, [token_hash])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    width = len(_TOKEN.fields)
+    [token] = _TOKEN.build([row[:width]])
+    if token.tenant_id is None:
         return token
-    tenant = next(iter(Tenant.objects.raw(_TENANT_BY_ID, [token.tenant_id])), None)
-    if tenant is None:  # deleted since, taking its tokens with it
+    [tenant] = _TENANT.build([row[width:]])
+    if tenant.id is None:  # deleted since, taking its tokens with it
         return None
     token.tenant = tenant
     return token
@@ -37,7 +48,7 @@ def schedule_get(*, tenant: Tenant, schedule_id: str) -> Schedule:
 def schedule_check_for_history(*, tenant: Tenant, schedule_id: str) -> None:
     """NotFound unless the tenant has (or had) the schedule: deleted schedules keep their
     history (runs, revisions) readable. No Schedule built: the history is read by its id."""
-    with connection.cursor() as cursor:
+    with server_cursor(prepared=True) as cursor:  # every page of a schedule's history reads it
         cursor.execute(f"SELECT 1 FROM {Schedule._meta.db_table} WHERE id = %s AND tenant_id = %s",
                        [schedule_id, tenant.pk])
         if cursor.fetchone() is None:
@@ -76,7 +87,7 @@ def schedule_local_next_run(schedule: Schedule) -> str | None:
 def unavailable_job_types() -> frozenset[str]:
     """Job types whose declaration is gone (disabled in the catalog, workers.jobs.catalog):
     their schedules' runs wait until it is back. The catalog is a few rows."""
-    with connection.cursor() as cursor:  # read by every look at a waiting run: written out, as _LIVE_TOKEN
+    with server_cursor(prepared=True) as cursor:  # read by every look at a waiting run: written out, as _LIVE_TOKEN
         cursor.execute(f"SELECT name FROM {JobType._meta.db_table} WHERE NOT enabled")
         return frozenset(name for (name,) in cursor.fetchall())
 

@@ -38,6 +38,9 @@ def staff_user(username="operator", password="console-pw"):
 
 
 def seed_world() -> World:
+    # The forecast schedules below come due at the next quarter hour: a history seeded after it
+    # (the `history` fixture, right after this) would claim their runs instead of its own.
+    _wait_out_quarter_end(WORLD_AND_HISTORY)
     tenant = make_tenant("acme", job_types=["demo.sleep", "demo.export", "report.sales"])
     late = [_started_late(tenant, seconds, index) for index, seconds in enumerate(LATE_SECONDS)]
     report = succeeded_run(tenant, effects={"email": {"to": ["stall@example.com"]}})
@@ -72,6 +75,7 @@ def lateness_of(runs) -> list[float]:
 HISTORY = ("succeeded", "succeeded", "succeeded", "succeeded", "failed", "skipped", "failed", "running")
 QUARTER = timedelta(minutes=15)
 QUARTER_END = timedelta(seconds=30)
+WORLD_AND_HISTORY = timedelta(seconds=60)  # both seeded well within it, even beside another test process
 FAILURE = "partner API answered 503"
 
 
@@ -110,9 +114,15 @@ def _this_quarter():
     """The start of the quarter hour now is in. Within QUARTER_END of the next one, that one,
     once it has begun: a page read after the quarter turned would find the first planned
     instant already past."""
+    now = _wait_out_quarter_end(QUARTER_END)
+    return now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0)
+
+
+def _wait_out_quarter_end(margin: timedelta):
+    """Authority time now, after waiting for the next quarter hour when it is closer than ``margin``."""
     now = authority_now()
     current = now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0)
-    if current + QUARTER - now < QUARTER_END:
+    if current + QUARTER - now < margin:
         time.sleep((current + QUARTER - now).total_seconds())
-        return _this_quarter()
-    return current
+        return _wait_out_quarter_end(margin)  # past the turn now, unless the sleep ended a hair early
+    return now

@@ -8,7 +8,8 @@ claims and scans write rows back with runs.authority.statements.rows.bulk_set (o
 per database, each its own SQL), the plans of the hot statements over a million finished
 runs, and the statement catalogue's own suite (tests/runs/test_statements.py); and the API's
 token and run reads, written out as SQL texts (schedules.selectors.live_token,
-runs.selectors), with the tests of tokens and of runs, their history pages included.
+runs.selectors), with the tests of tokens and of runs, their history pages included, and
+of the instances kernel.rows builds from such rows.
 
 They run in a child pytest with nothing configured (SQLite under the test's own var/),
 since this process's database is PostgreSQL; the fencing races run too, each of their
@@ -37,6 +38,7 @@ MODULES = [
     "tests/runs/test_statements.py",
     "tests/api/test_auth.py",
     "tests/api/test_runs_api.py",
+    "tests/test_rows.py",
 ]
 
 

@@ -162,16 +162,6 @@ def locks_rows() -> bool:
     return connection.features.has_select_for_update
 
 
-def server_cursor():
-    """A cursor of the default connection that binds parameters server-side (PostgreSQL
-    only): a list is sent as one binary array instead of being spelled out in the statement.
-    Django's wrapper stays around it (error translation, query capture in tests)."""
-    from django.db.backends.postgresql.base import ServerBindingCursor  # PostgreSQL only
-
-    connection.ensure_connection()
-    return connection._prepare_cursor(ServerBindingCursor(connection.connection))
-
-
 def fetch(sql: str, params: list) -> list[tuple]:
     """The rows a statement answers."""
     with connection.cursor() as cursor:

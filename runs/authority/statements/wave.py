@@ -3,7 +3,7 @@ reading schedules, the revisions' payloads and directives, and inserting the wav
 
 A wave writes thousands of rows that differ in few columns and share most values (one
 tenant, one payload per rule and job type). On PostgreSQL its statements therefore travel
-as a handful of arrays bound server-side (binary, not SQL text: dialect.server_cursor): a
+as a handful of arrays bound server-side (binary, not SQL text: kernel.connections.server_cursor): a
 column whose value every row shares is one parameter, a JSON column sends each distinct
 value once.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from kernel.connections import server_cursor
 from runs.authority.statements import dialect
-from runs.authority.statements.dialect import server_cursor
 from runs.models import Outbox, Run
 from schedules.models import OccurrenceDirective, Schedule, ScheduleRevision
 
