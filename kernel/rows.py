@@ -19,11 +19,14 @@ from kernel.connections import server_cursor
 
 class Rows:
     """How a statement's columns become instances of ``model``: ``fields`` (names of its
-    fields) in their select order, then the ``extra`` columns, set as plain attributes
-    (a joined table's column, say) without conversion."""
+    fields; by default every column of its table, less those named in ``exclude``) in their
+    select order, then the ``extra`` columns, set as plain attributes (a joined table's
+    column, say) without conversion."""
 
-    def __init__(self, model, fields, extra=()):
+    def __init__(self, model, fields=None, *, exclude=(), extra=()):
         self.model = model
+        if fields is None:
+            fields = [field.name for field in model._meta.concrete_fields if field.name not in exclude]
         self.fields = [model._meta.get_field(name) for name in fields]
         self.attnames = [field.attname for field in self.fields] + list(extra)
         self._converters_by_vendor: dict[str, list] = {}

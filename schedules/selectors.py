@@ -10,8 +10,7 @@ from kernel.rows import Rows
 # Every API request reads its token with its tenant: one statement written out, not compiled by
 # the ORM per request (its select_related cost more CPU than the rest of a `GET /runs/{id}`'s
 # reads), the two built by kernel.rows.
-_TOKEN = Rows(ApiToken, [field.name for field in ApiToken._meta.concrete_fields])
-_TENANT = Rows(Tenant, [field.name for field in Tenant._meta.concrete_fields])
+_TOKEN, _TENANT = Rows(ApiToken), Rows(Tenant)
 _LIVE_TOKEN = (
     f"SELECT {_TOKEN.columns('t')}, {_TENANT.columns('n')} FROM {ApiToken._meta.db_table} t"
     f" LEFT JOIN {Tenant._meta.db_table} n ON n.id = t.tenant_id WHERE t.token_hash = %s AND t.revoked_at IS NULL"

@@ -23,7 +23,7 @@ CONCURRENCY_LIMIT, SLOTS = ConcurrencyLimit._meta.db_table, WorkerSlots._meta.db
 ATTEMPT, ATTEMPT_FIELDS = Attempt._meta.db_table, Attempt._meta.concrete_fields
 # A claim's candidates, whole (the worker reads their payload); their schedules, with what a claim
 # decides and a worker reads. Built by kernel.rows: a third of what Django's constructor costs.
-CANDIDATE = Rows(Run, [field.name for field in Run._meta.concrete_fields])
+CANDIDATE = Rows(Run)
 CLAIMED_SCHEDULE = Rows(Schedule, ("id", "overlap_policy", "active_run", "concurrency_key", "recurrence"))
 
 RESERVE_LOCK_SPACE = 17_001  # first key of pg_advisory_xact_lock(int, int): the reserve's class locks
