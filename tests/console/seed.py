@@ -123,6 +123,8 @@ def _wait_out_quarter_end(margin: timedelta):
     now = authority_now()
     current = now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0)
     if current + QUARTER - now < margin:
-        time.sleep((current + QUARTER - now).total_seconds())
+        # A second past the turn: an instant made due just before now (start_run's 10 ms ago)
+        # must not precede it, or materializing it would also materialize the turn's instant.
+        time.sleep((current + QUARTER - now).total_seconds() + 1)
         return _wait_out_quarter_end(margin)  # past the turn now, unless the sleep ended a hair early
     return now
