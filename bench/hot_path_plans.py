@@ -83,12 +83,12 @@ def main():
     try:
         steps = plans.hot_path()
         for step, sent in steps.items():
-            for sql, params in sent:
-                if not sql.lstrip().upper().startswith(("SELECT", "UPDATE", "WITH", "DELETE")):
+            for one in sent:
+                if not one.sql.lstrip().upper().startswith(("SELECT", "UPDATE", "WITH", "DELETE")):
                     continue
-                reads = ", ".join(plans.reads(sql, params)) or "-"
-                print(f"{step:13} {timed(sql, params, args.repeat):9.3f} ms  {reads}\n"
-                      f"{'':13} {' '.join(sql.split())[:110]}", flush=True)
+                reads = ", ".join(plans.reads(*one)) or "-"
+                print(f"{step:13} {timed(one.sql, one.params, args.repeat):9.3f} ms  {reads}\n"
+                      f"{'':13} {' '.join(one.sql.split())[:110]}", flush=True)
     finally:
         from django.db import transaction
 

@@ -117,6 +117,12 @@ def server_cursor(*, prepared: bool = False):
     return connection._prepare_cursor(_binding_cursors()[prepared](connection.connection))
 
 
+def prepares(cursor) -> bool:
+    """Whether ``cursor`` (Django's wrapper or the driver's own) prepares its statements:
+    one of server_cursor(prepared=True)'s."""
+    return isinstance(getattr(cursor, "cursor", cursor), _binding_cursors()[True])
+
+
 @lru_cache
 def _binding_cursors() -> dict:
     from django.db.backends.postgresql.base import ServerBindingCursor  # PostgreSQL only

@@ -9,10 +9,12 @@ inserted after the history was analyzed, so the statistics know none of them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import NamedTuple
 
 from django.db import connection, transaction
 
@@ -21,6 +23,7 @@ from workers import uploads
 from runs.relay import relay_pass
 from schedules.models import Schedule
 from kernel.clock import authority_now
+from kernel.connections import prepares
 from tests.authority_steps import create_schedule, insert_runs
 from tests.factories import make_tenant
 
@@ -153,13 +156,22 @@ def insert_wave(tenant_name: str = "wave", count: int = WAVE, running: int = 8) 
     return tenant, schedule
 
 
-def statements(call) -> list[tuple[str, object]]:
-    """The statements ``call`` sends that touch a big table, with their parameters."""
+class Sent(NamedTuple):
+    """A statement as the code sent it: its text, its parameters, and whether PostgreSQL
+    prepared it (kernel.connections.server_cursor), so that after a few executions it may
+    keep one generic plan for all values."""
+    sql: str
+    params: object
+    prepared: bool
+
+
+def statements(call) -> list[Sent]:
+    """The statements ``call`` sends that touch a big table."""
     sent = []
 
     def keep(execute, sql, params, many, context):
         if not many and any(table in sql for table in BIG_TABLES):
-            sent.append((sql, params))
+            sent.append(Sent(sql, params, prepares(context["cursor"])))
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(keep):
@@ -167,13 +179,13 @@ def statements(call) -> list[tuple[str, object]]:
     return sent
 
 
-def hot_path() -> dict[str, list[tuple[str, object]]]:
+def hot_path() -> dict[str, list[Sent]]:
     """Each step of the hot path, run for real on what the database holds, and the statements
     it sent on the big tables: a scanner pass, a batch claim (tenant loads, tenant locks,
     recount, candidate lock, writes), a heartbeat, a progress report and a job's question
     whether it still owns its run, staging, the group commit, a failure through the general
     completion, the relay and the sweep of a passed lease."""
-    steps: dict[str, list[tuple[str, object]]] = {}
+    steps: dict[str, list[Sent]] = {}
     steps["materialize"] = statements(authority.materialize_due)
     claimed: list = []
     steps["claim"] = statements(lambda: claimed.extend(authority.claim_many(n=8, worker_label="plans")))
@@ -201,34 +213,42 @@ def hot_path() -> dict[str, list[tuple[str, object]]]:
     return steps
 
 
-def plan(sql: str, params=None) -> str:
+def plan(sql: str, params=None, *, generic: bool = False) -> str:
+    """The plan of ``sql`` with ``params``; ``generic``: the one PostgreSQL keeps for a
+    prepared statement when it stops planning each execution (plan_cache_mode =
+    force_generic_plan), which knows no parameter's value."""
     with connection.cursor() as cursor:
-        if is_postgresql():
+        if not is_postgresql():
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+            return "\n".join(row[-1] for row in cursor.fetchall())
+        if not generic:
             cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
             return json.dumps(cursor.fetchone()[0])
-        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
-        return "\n".join(row[-1] for row in cursor.fetchall())
+        numbers = itertools.count(1)
+        numbered = re.sub(r"%%|%s", lambda m: "%" if m.group() == "%%" else f"${next(numbers)}", sql)
+        arguments = f"({', '.join(['%s'] * len(params))})" if params else ""
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        try:
+            cursor.execute(f"PREPARE plan_check AS {numbered}")
+            cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE plan_check{arguments}", params)
+            return json.dumps(cursor.fetchone()[0])
+        finally:
+            cursor.execute("DEALLOCATE plan_check")
+            cursor.execute("RESET plan_cache_mode")
 
 
-def reads(sql: str, params=None) -> tuple[str, ...]:
+def reads(sql: str, params=None, prepared: bool = False) -> tuple[str, ...]:
     """How the statement reads the big tables, sorted: "table index" for each index read,
-    "table full scan" for a read of the whole table."""
-    explained = plan(sql, params)
+    "table full scan" for a read of the whole table. A ``prepared`` statement's reads in
+    its generic plan too (plan() says which): a generic plan reading another index than
+    the plan for the values shows as one more read."""
     found = set()
     if is_postgresql():
-        nodes = [json.loads(explained)[0]["Plan"]]
-        while nodes:
-            node = nodes.pop()
-            nodes.extend(node.get("Plans", ()))
-            table = node.get("Relation Name")
-            if table not in BIG_TABLES or node["Node Type"] in ("ModifyTable",):
-                continue
-            if node["Node Type"] == "Bitmap Heap Scan":  # its index is named by the Bitmap Index Scan below
-                found.update(f"{table} {index}" for index in re.findall(r'"Index Name": "(\w+)"', json.dumps(node["Plans"])))
-            else:
-                found.add(f"{table} {node.get('Index Name', 'full scan')}")
+        for generic in (False, True) if prepared else (False,):
+            found.update(_reads(json.loads(plan(sql, params, generic=generic))[0]["Plan"]))
         return tuple(sorted(found))
-    aliases = {alias: table for table, alias in re.findall(rf'"?({"|".join(BIG_TABLES)})"? AS "?(\w+)', sql)}
+    explained = plan(sql, params)
+    aliases = {alias: table for table, alias in re.findall(rf'"?({"|".join(BIG_TABLES)})"?(?: AS)? "?(\w+)', sql)}
     for name, how, index in re.findall(
             r"(?:SCAN|SEARCH) (\w+)(?: USING (COVERING INDEX|INDEX|INTEGER PRIMARY KEY|PRIMARY KEY)(?: (\w+))?)?",
             explained):
@@ -236,3 +256,19 @@ def reads(sql: str, params=None) -> tuple[str, ...]:
         if table:
             found.add(f"{table} {index or ('primary key' if how else 'full scan')}")
     return tuple(sorted(found))
+
+
+def _reads(root: dict) -> set[str]:
+    """The big tables' reads of a PostgreSQL plan (its JSON's "Plan")."""
+    found, nodes = set(), [root]
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(node.get("Plans", ()))
+        table = node.get("Relation Name")
+        if table not in BIG_TABLES or node["Node Type"] in ("ModifyTable",):
+            continue
+        if node["Node Type"] == "Bitmap Heap Scan":  # its index is named by the Bitmap Index Scan below
+            found.update(f"{table} {index}" for index in re.findall(r'"Index Name": "(\w+)"', json.dumps(node["Plans"])))
+        else:
+            found.add(f"{table} {node.get('Index Name', 'full scan')}")
+    return found

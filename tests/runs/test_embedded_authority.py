@@ -35,6 +35,7 @@ MODULES = [
     "tests/runs/test_overlap_policies.py",
     "tests/runs/test_misfire_catch_up.py",
     "tests/runs/test_hot_path_plans.py::test_hot_path__each_statement_reads_the_index_meant_for_it",
+    "tests/runs/test_hot_path_plans.py::test_api_reads__prepared__their_generic_plans_read_the_same_indexes",
     "tests/runs/test_statements.py",
     "tests/api/test_auth.py",
     "tests/api/test_runs_api.py",

@@ -18,7 +18,6 @@ import re
 
 import pytest
 from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
 
 from kernel.clock import authority_now
 from runs.authority.materialize import _waiting_counts
@@ -27,7 +26,8 @@ from runs.authority.statements import claim
 from runs.authority.statements.outbox import outbox_mark_dispatched
 from runs.authority.sweep import sweep_expired_leases
 from runs.retention import expire_run_history, wave_waiting
-from runs.selectors import tenant_runs_page
+from runs.models import Run
+from runs.selectors import run_get, run_reread, tenant_runs_page
 from tests import plans
 from tests.authority_steps import create_schedule
 
@@ -38,10 +38,10 @@ RELATED = 100_000  # of them succeeded with an attempt, an object and an intent 
 CLASSES, JOB_TYPES = ["short"], ["demo.sleep"]
 
 
-def run_scans(sql: str) -> set[str]:
+def run_scans(sent: plans.Sent) -> set[str]:
     """How the statement reads runs_run: the index names (the primary key as runs_run_pkey in
     either database), and "full scan" for a read of the table."""
-    return {_named(read).split(" ", 1)[1] for read in plans.reads(sql) if read.startswith("runs_run ")}
+    return {_named(read).split(" ", 1)[1] for read in plans.reads(*sent) if read.startswith("runs_run ")}
 
 
 def rolled_back(call):
@@ -53,10 +53,8 @@ def rolled_back(call):
     return run
 
 
-def captured(call) -> list[str]:
-    with CaptureQueriesContext(connection) as queries:
-        call()
-    return [q["sql"] for q in queries.captured_queries if "runs_run" in q["sql"]]
+def captured(call) -> list[plans.Sent]:
+    return [sent for sent in plans.statements(call) if "runs_run" in sent.sql]
 
 
 def _assert_statistics_know_no_live_run(history: int) -> None:
@@ -174,7 +172,7 @@ STEPS = {
         "still owns": [(PK,)],
         "staging": [(ATTEMPT, PK), (OBJECT,)],
         "group commit": [(ATTEMPT, PK, "runs_storedobject runs_storedobject_pkey"), (OBJECT,), (ATTEMPT,), (PK,)],
-        "completion": [(PK,), (ATTEMPT,), (ATTEMPT,), (PK,)],
+        "completion": [(PK,), (PK,), (ATTEMPT,), (ATTEMPT,), (PK,)],
         "relay": [("runs_outbox outbox_unpublished_idx",), (OUTBOX,), (OUTBOX,)],
         "sweep": SWEEP,
     },
@@ -193,8 +191,7 @@ def test_hot_path__each_statement_reads_the_index_meant_for_it(wave, request):
     # With no history nothing has expired: retention reads the oldest and locks none.
     assert scans == (PLANS | {"retention": {"run_ended_idx"}} if history_tenant == tenant else PLANS)
     # Then the hot path for real, step by step: how each statement that reads a big table reads it.
-    steps = {step: [read for sql, params in sent if (read := plans.reads(sql, params))]
-             for step, sent in plans.hot_path().items()}
+    steps = {step: [read for one in sent if (read := plans.reads(*one))] for step, sent in plans.hot_path().items()}
     steps = {step: [tuple(sorted({_named(read) for read in reads})) for reads in sent] for step, sent in steps.items()}
     expected = STEPS[connection.vendor]
     if history_tenant == tenant and connection.vendor == "postgresql":
@@ -237,10 +234,33 @@ def test_mark_dispatched__finds_each_runs_intents_by_index_in_an_unanalyzed_outb
         cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'runs_outbox'")
         assert cursor.fetchone()[0] < 5000  # no statistics of these rows
 
-    with CaptureQueriesContext(connection) as captured_queries:
-        outbox_mark_dispatched([f"run_{i:026d}" for i in range(32)])
-    [statement] = [q["sql"] for q in captured_queries.captured_queries]
+    [sent] = plans.statements(lambda: outbox_mark_dispatched([f"run_{i:026d}" for i in range(32)]))
 
-    explained = plans.plan(statement)
+    explained = plans.plan(sent.sql, sent.params)
     assert "Seq Scan" not in explained, explained
     assert "runs_outbox_run_id" in explained, explained
+
+
+
+# The API's reads that PostgreSQL prepares (kernel.connections.server_cursor): after a few
+# executions it may keep one generic plan for every run, which must read what the plan for the
+# run's own values reads: a run by its primary key, then its attempts by their run's (in either
+# unique index beginning with run_id). Effect intents are left out: the history holds none, and
+# an empty table is read whole by any plan.
+API_READS = [("runs_run runs_run_pkey",), ("runs_attempt runs_attempt_pkey",)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_api_reads__prepared__their_generic_plans_read_the_same_indexes(wave):
+    _, _, history_tenant = wave
+    run = Run.objects.filter(tenant=history_tenant).order_by("-id").first()
+    sent = plans.statements(lambda: run_reread(run_get(tenant=history_tenant, run_id=run.id)))
+    if connection.vendor == "postgresql":
+        assert [one.prepared for one in sent] == [True, True, True, True]
+    reads = [tuple(sorted({_named(read) for read in plans.reads(*one) if not read.startswith("effects_")}))
+             for one in sent]
+    if connection.vendor == "postgresql" and run.tenant_id == wave[0].id:  # no history: the wave's few attempts
+        reads, expected = _few({"api": reads})["api"], _few({"api": API_READS * 2})["api"]
+    else:
+        expected = API_READS * 2
+    assert reads == expected
