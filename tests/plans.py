@@ -19,6 +19,7 @@ from typing import NamedTuple
 from django.db import connection, transaction
 
 from runs import authority
+from runs.authority.statements import dialect
 from workers import uploads
 from runs.relay import relay_pass
 from schedules.models import Schedule
@@ -49,6 +50,7 @@ def analyze(*, vacuum: bool = False) -> None:
             cursor.execute("ANALYZE")
         else:
             cursor.execute(f"{'VACUUM ' if vacuum else ''}ANALYZE {TABLES}")
+    dialect.history_changed()  # a history analyzed: the hot path's statements are prepared from now on
 
 
 def insert_history(count: int, *, related: int | None = None, name: str = "history", schedules: int = 10) -> tuple:
@@ -126,7 +128,10 @@ def empty_big_tables() -> None:
     """On SQLite, the big tables emptied before the test database is flushed: with foreign keys
     off, each in one step (SQLite's truncate optimization) instead of a million rows deleted
     one by one, every index entry and reference checked (15 s for the history). The flush that
-    follows empties the rest as always; PostgreSQL's TRUNCATEs are quick either way."""
+    follows empties the rest as always; PostgreSQL's TRUNCATEs are quick either way. On both,
+    the next statement reads again whether the tables hold a history (statements.dialect.preparing):
+    the tests after find them empty."""
+    dialect.history_changed()
     if is_postgresql():
         return
     with connection.cursor() as cursor:

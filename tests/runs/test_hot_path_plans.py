@@ -186,8 +186,11 @@ STEPS = {
 @pytest.mark.usefixtures("file_objects")
 def test_hot_path__each_statement_reads_the_index_meant_for_it(wave, request):
     tenant, schedule, history_tenant = wave
-    scans = {name: set().union(*map(run_scans, sent))
-             for name, sent in hot_statements(tenant, schedule, history_tenant).items()}
+    statements = hot_statements(tenant, schedule, history_tenant)
+    # Prepared over the history, not over an empty database (statements.dialect.preparing), so
+    # that there the generic plans are checked too (plans.reads).
+    assert statements["candidates"][0].prepared == (connection.vendor == "postgresql" and history_tenant != tenant)
+    scans = {name: set().union(*map(run_scans, sent)) for name, sent in statements.items()}
     # With no history nothing has expired: retention reads the oldest and locks none.
     assert scans == (PLANS | {"retention": {"run_ended_idx"}} if history_tenant == tenant else PLANS)
     # Then the hot path for real, step by step: how each statement that reads a big table reads it.

@@ -28,6 +28,7 @@ from runs.authority.staging import result_key
 from runs.models import Attempt, EffectIntent, Outbox, OutboxKind, Run, RunState, StoredObject, TenantStorage
 from schedules.models import DEFAULT_CONCURRENCY_LIMIT, ConcurrencyLimit, OccurrenceDirective, Schedule
 from kernel.clock import authority_now
+from tests import plans
 from tests.authority_steps import create_schedule, expire_lease, make_due, publish, report_schedule, stage, start_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("file_objects")]
@@ -128,14 +129,12 @@ def test_schedules_lock_live__unpaused_undeleted_among_ids(tenant):
 @covers("schedules.schedules_lock_of_runs")
 def test_schedules_lock_of_runs__locks_the_runs_schedules_where_rows_lock(tenant):
     run = queued_run(tenant)
-    with CaptureQueriesContext(connection) as queries:
-        assert schedules.schedules_lock_of_runs([run.id]) is None
-    statements = [q["sql"] for q in queries.captured_queries]
+    sent = plans.statements(lambda: schedules.schedules_lock_of_runs([run.id]))
     if dialect.locks_rows():
-        [sql] = statements
-        assert sql.endswith("ORDER BY id FOR NO KEY UPDATE") and run.id in sql
+        [(sql, params, _)] = sent
+        assert sql.endswith("ORDER BY id FOR NO KEY UPDATE") and params == [dialect.pg_array([run.id])]
     else:
-        assert statements == []
+        assert sent == []
 
 
 # claim
@@ -486,3 +485,30 @@ def test_catalogue__every_statement_has_a_test():
         named |= {f"{info.name}.{name}" for name, f in inspect.getmembers(module, inspect.isfunction)
                   if f.__module__ == module.__name__ and not name.startswith("_")}
     assert named == COVERED
+
+
+def test_preparing__only_once_the_run_tables_hold_a_history(tenant, monkeypatch):
+    """The catalogue's statements are prepared (kernel.connections.server_cursor) once every
+    run table holds dialect.PREPARE_FROM_ROWS rows by pg_class, never on a small database: a
+    generic plan made over a small table would read it whole as it grows. Here the bar is
+    lowered to what the test's tables hold."""
+    queued_run(tenant)
+
+    def probe():
+        return plans.statements(lambda: claim.runs_claimable_exist(["short"]))
+
+    assert [sent.prepared for sent in probe()] == [False]
+    if not dialect.postgresql():
+        assert not dialect.preparing()
+        return
+    monkeypatch.setattr(dialect, "PREPARE_FROM_ROWS", 0)
+    assert [sent.prepared for sent in probe()] == [False]  # read again only after a while, or when told
+    try:
+        dialect.history_changed()
+        [sent] = probe()
+        assert sent.prepared and "r.state = 'queued'" in sent.sql  # the partial index's constant written out
+        assert dialect.fetch(sent.sql, sent.params) == [(1,)]
+    finally:
+        monkeypatch.undo()
+        dialect.history_changed()
+    assert [sent.prepared for sent in probe()] == [False]

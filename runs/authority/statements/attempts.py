@@ -1,9 +1,9 @@
 """Statements on attempts' leases: the heartbeat of many attempts at once."""
 
 from django.conf import settings
-from django.db import connection
 
 from runs.authority.owner import owns_sql
+from runs.authority.statements import dialect
 from runs.authority.statements.dialect import pg_array
 from runs.models import Attempt, Run
 
@@ -30,7 +30,7 @@ def attempts_extend_leases_if_owned(held: list[tuple[str, int]]) -> dict[str, bo
         f" FROM extended AS e WHERE a.id = e.attempt_id"
         f" RETURNING a.id, e.cancellation_requested"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [settings.JOB_TIMEOUT_LEASE_GRACE_SECONDS, pg_array(a for a, _ in held),
                              pg_array(f for _, f in held)])
         return dict(cursor.fetchall())

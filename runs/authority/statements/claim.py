@@ -32,8 +32,8 @@ RESERVE_LOCK_SPACE = 17_001  # first key of pg_advisory_xact_lock(int, int): the
 def _claimable(classes, job_types=None, alias: str = "r") -> tuple[str, list]:
     """Queued runs due now in ``classes``, of ``job_types`` when given: a condition on ``alias``."""
     in_classes, params = among(f"{alias}.resource_class", classes)
-    sql = f"{alias}.state = %s AND {alias}.due_at <= {now_sql()} AND {in_classes}"
-    params = [RunState.QUEUED, *params]
+    # Written out, not bound: a generic plan must still see run_claimable_strict_idx (dialect.cursor).
+    sql = f"{alias}.state = '{RunState.QUEUED}' AND {alias}.due_at <= {now_sql()} AND {in_classes}"
     if job_types is not None:
         in_types, type_params = among(f"{alias}.job_type", job_types) if job_types else ("1 = 0", [])
         sql, params = f"{sql} AND {in_types}", params + type_params
@@ -167,7 +167,7 @@ def runs_lock_candidates(tenant_id: str, classes, job_types, closed: list[str], 
         f"SELECT {CANDIDATE.columns('r')} FROM {RUN} AS r WHERE r.tenant_id = %s AND {condition}"
         f" ORDER BY r.strict DESC, r.due_at, r.id LIMIT %s{row_locks()}"
     )
-    return CANDIDATE.read(sql, [tenant_id, *params, limit])
+    return CANDIDATE.read(sql, [tenant_id, *params, limit], prepared=dialect.preparing())
 
 
 def schedules_lock_for_claim(ids) -> dict[str, Schedule]:
@@ -176,7 +176,7 @@ def schedules_lock_for_claim(ids) -> dict[str, Schedule]:
     other fields load when asked for. The caller holds the tenant's lock and the candidates'."""
     condition, params = among("id", sorted(ids))
     sql = f"SELECT {CLAIMED_SCHEDULE.columns(SCHEDULE)} FROM {SCHEDULE} WHERE {condition}{row_locks()}"
-    return {s.id: s for s in CLAIMED_SCHEDULE.read(sql, params)}
+    return {s.id: s for s in CLAIMED_SCHEDULE.read(sql, params, prepared=dialect.preparing())}
 
 
 def attempts_insert(attempts: list[Attempt]) -> None:
@@ -187,4 +187,4 @@ def attempts_insert(attempts: list[Attempt]) -> None:
     columns = ", ".join(f'"{f.column}"' for f in ATTEMPT_FIELDS)
     row = f"({', '.join(['%s'] * len(ATTEMPT_FIELDS))})"
     dialect.execute(f"INSERT INTO {ATTEMPT} ({columns}) VALUES {', '.join([row] * len(attempts))}",
-                    insert_values(ATTEMPT_FIELDS, attempts))
+                    insert_values(ATTEMPT_FIELDS, attempts), prepared=False)  # a text per number of rows

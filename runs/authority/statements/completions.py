@@ -3,7 +3,6 @@ completion checks, then publish the succeeded ones. Their input rows come from
 dialect.input_rows, so each is one SQL text for both databases (the publication is three
 on SQLite, which has no writing WITH)."""
 
-from django.db import connection
 
 from runs.authority.owner import leased_sql
 from runs.authority.statements import dialect
@@ -47,7 +46,7 @@ def completions_lock(run_ids: list[str], attempt_ids: list[str], keys: list[str]
         f" WHERE {runs} AND {attempts}"
         f" ORDER BY r.id{row_locks(skip_locked=False, of='r, o')}"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [*params, *run_params, *attempt_params])
         rows = cursor.fetchall()
     if dialect.postgresql():
@@ -89,7 +88,7 @@ def runs_publish_if_active(rows: list[tuple], now) -> tuple[int, int, int]:
          f" result_content_type = p.content_type"
          f" FROM p WHERE r.id = p.run_id AND {runs} AND {active}", run_params),
     ]
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         if dialect.postgresql():
             writes = ", ".join(f"{alias} AS ({sql} RETURNING {alias}.id)" for alias, (sql, _) in zip("oar", updates))
             cursor.execute(

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import time
 import uuid
+import weakref
 
 from django.db import connection
 from django.db.models import BooleanField, Case, DateTimeField, Func, Q, Value, When
 from django.utils import timezone
+
+from kernel.connections import server_cursor
 
 
 def postgresql() -> bool:
@@ -162,13 +166,73 @@ def locks_rows() -> bool:
     return connection.features.has_select_for_update
 
 
-def fetch(sql: str, params: list) -> list[tuple]:
-    """The rows a statement answers."""
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+# The catalogue's statements are prepared on a connection once the run tables hold a history
+# (preparing() says why): at least this many rows each, read again after this many seconds on
+# each connection.
+PREPARE_FROM_ROWS = 50_000
+PREPARE_RECHECK_SECONDS = 300
+HISTORY_TABLES = ["runs_run", "runs_attempt", "runs_storedobject", "runs_outbox"]
+_history_held: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # driver connection: (read at, held)
+# The fewest rows of the tables as the planner estimates them: the density of the last ANALYZE
+# or VACUUM times the table's size now (none before either; a TRUNCATE keeps reltuples as it was).
+_ROWS_ESTIMATED = (
+    "SELECT min(CASE WHEN relpages > 0 AND reltuples > 0 THEN reltuples / relpages"
+    " * pg_relation_size(oid) / current_setting('block_size')::int ELSE 0 END)"
+    " FROM pg_class WHERE relname = ANY(%s) AND relkind = 'r'"
+)
 
 
-def execute(sql: str, params: list) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+def preparing() -> bool:
+    """Whether the catalogue's statements are prepared on this connection now: on PostgreSQL,
+    once the run tables hold a history (PREPARE_FROM_ROWS each, as the planner estimates
+    them), never before.
+
+    Prepared, a statement is parsed and planned once per connection, not once per call: on a
+    2 M history planning was 264-288 µs of a burst's server CPU per run, 113-119 µs prepared.
+    But after a few executions PostgreSQL may keep one generic plan for every value, until an
+    ANALYZE of its tables, and a plan made while a table is a few pages reads it whole however
+    much it grows (the group commit's statements ran 2-6 times longer in a new database's first
+    burst; BENCHMARKS.md, "Preparing the hot path"). Over tables of a history a wave does not
+    change the plans. Read outside Django's cursors, so that no statement count sees it."""
+    if not postgresql():
+        return False
+    connection.ensure_connection()
+    driver = connection.connection
+    read_at, held = _history_held.get(driver, (None, False))
+    if read_at is None or time.monotonic() - read_at > PREPARE_RECHECK_SECONDS:
+        with connection.wrap_database_errors:
+            rows = driver.execute(_ROWS_ESTIMATED, [HISTORY_TABLES], prepare=False).fetchone()[0]
+        held = rows is not None and rows >= PREPARE_FROM_ROWS
+        _history_held[driver] = (time.monotonic(), held)
+    return held
+
+
+def history_changed() -> None:
+    """The next statement on this thread's connection reads again whether the tables hold a
+    history (after a bulk load or an emptying, say)."""
+    if postgresql() and connection.connection is not None:
+        _history_held.pop(connection.connection, None)
+
+
+def cursor(*, prepared: bool = True):
+    """The cursor of the catalogue's statements. On PostgreSQL their parameters are bound
+    server-side, and each statement is prepared on its connection at its first execution once
+    the tables hold a history (preparing()). So a statement's text must not vary with its
+    input (arrays, not lists spelled out), and must spell the constants a partial index is
+    chosen by (``state = 'queued'``): a generic plan knows no parameter's value, and a bound
+    ``state`` proves no partial index usable (on the 2 M history the claim's candidates then
+    walked the tenant's whole history). ``prepared=False`` for a text that varies with its
+    input. On SQLite, Django's cursor."""
+    return server_cursor(prepared=prepared and preparing())
+
+
+def fetch(sql: str, params: list, *, prepared: bool = True) -> list[tuple]:
+    """The rows a statement answers (``prepared``: as cursor())."""
+    with cursor(prepared=prepared) as statement:
+        statement.execute(sql, params)
+        return statement.fetchall()
+
+
+def execute(sql: str, params: list, *, prepared: bool = True) -> None:
+    with cursor(prepared=prepared) as statement:
+        statement.execute(sql, params)

@@ -4,10 +4,10 @@ candidates locked with their runs and re-checked (unsettled effects, uploading a
 and the deleted ones' bytes taken off their tenants' storage. Objects come last in the lock
 order (runs/authority/locks.py), after their run, and before the tenant's storage figure."""
 
-from django.db import connection
 from django.db.models import F, Q
 
 from runs.authority.owner import owns_sql
+from runs.authority.statements import dialect
 from runs.authority.statements.dialect import among, checked, checked_q, clock_sql, input_rows, read_time, row_locks
 from runs.models import Attempt, EffectIntent, EffectState, ObjectState, Run, StoredObject, TenantStorage
 from schedules.models import Tenant
@@ -43,7 +43,7 @@ def objects_register_if_owned(items) -> dict[str, tuple]:
         f" ORDER BY r.id{row_locks(skip_locked=False, of='r')}"
         f" ON CONFLICT (key) DO NOTHING RETURNING key, id, created_at"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [*params, *run_params, *attempt_params])
         return {key: (object_id, read_time(created_at)) for key, object_id, created_at in cursor.fetchall()}
 
@@ -69,7 +69,7 @@ def objects_record_if_staged(objs) -> set:
         f" FROM v WHERE o.id = v.object_id AND {known} AND {unrecorded}"
         f" RETURNING id"  # SQLite's RETURNING names the written table's columns unqualified
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [*params, *known_params])
         return {row[0] for row in cursor.fetchall()}
 

@@ -2,7 +2,7 @@
 intents, the wake-up of relays. Every writer of many outbox rows locks them in id order
 (outbox_in_id_order), after any run lock it holds."""
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import BooleanField, F, Func, Q, Subquery
 from django.db.models.expressions import RawSQL
 
@@ -19,8 +19,8 @@ def outbox_notify() -> None:
     notification per transaction, however many intents; none if it rolls back). Only a
     wake-up: relays poll the outbox all the same. No lock."""
     if dialect.postgresql():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", [OUTBOX_CHANNEL])
+        with dialect.cursor() as cursor:
+            cursor.execute(f"SELECT pg_notify('{OUTBOX_CHANNEL}', '')", [])
 
 
 def outbox_mark_dispatched(run_ids: list[str]) -> None:
@@ -28,7 +28,7 @@ def outbox_mark_dispatched(run_ids: list[str]) -> None:
     caller (a claim) holds the runs' locks; the intents are locked in id order here."""
     if not dialect.postgresql():
         condition, params = among("run_id", run_ids)
-        with connection.cursor() as cursor:
+        with dialect.cursor() as cursor:
             cursor.execute(f"UPDATE {OUTBOX} SET processed_at = {now_sql()}"
                            f" WHERE {condition} AND kind = %s AND processed_at IS NULL", [*params, OutboxKind.DISPATCH])
         return
@@ -45,7 +45,7 @@ def outbox_mark_dispatched(run_ids: list[str]) -> None:
         f"  SELECT id FROM {OUTBOX} WHERE run_id = c.run_id AND kind = %s AND processed_at IS NULL OFFSET 0"
         f" ) AS f JOIN {OUTBOX} AS o ON o.id = f.id ORDER BY o.id{row_locks(False, of='o')}))"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [pg_array(run_ids), OutboxKind.DISPATCH])
 
 
@@ -68,7 +68,7 @@ def outbox_lease_unpublished(now, until, limit: int) -> list[tuple]:
         f"  AND (relay_until IS NULL OR relay_until <= %s)"
         f" ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id, run_id, resource_class"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [until, OutboxKind.DISPATCH, now, limit])
         return sorted(cursor.fetchall())
 

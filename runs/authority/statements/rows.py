@@ -74,7 +74,7 @@ def bulk_set(model, objs, fields: list[str]) -> None:
         # An ORM update per row compiled its query every time: a quarter of the embedded
         # dispatcher's CPU in a burst.
         assignments = ", ".join(f'"{f.column}" = %s' for f in columns[1:])
-        with connection.cursor() as cursor:
+        with dialect.cursor() as cursor:
             cursor.executemany(f'UPDATE "{meta.db_table}" SET {assignments} WHERE "{meta.pk.column}" = %s',
                                list(zip(*values[1:], values[0])))
         return
@@ -86,5 +86,5 @@ def bulk_set(model, objs, fields: list[str]) -> None:
         f'UPDATE "{meta.db_table}" AS t SET {assignments} FROM unnest({unnest}) AS v({names}) '
         f'WHERE t."{meta.pk.column}" = v."{meta.pk.column}" AND t."{meta.pk.column}" = ANY(%s)'
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [*arrays, arrays[0]])

@@ -2,7 +2,6 @@
 a wave's re-lock of what it planned, and a group of completions' schedules. Schedules come
 second in the lock order (tenant, schedule, run, object: runs/authority/locks.py)."""
 
-from django.db import connection
 from django.db.models import Q
 
 from runs.authority.statements import dialect
@@ -31,7 +30,7 @@ def schedules_lock_due(fields, buckets: list[int], now, limit: int, exclude: lis
         f"  ORDER BY s.next_run_at, s.id LIMIT %s FOR UPDATE SKIP LOCKED"
         f") AS due LIMIT %s"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [buckets, now, list(exclude), limit, limit])
         return cursor.fetchall()
 
@@ -49,7 +48,7 @@ def schedules_lock_due_among(fields, ids: list[str], now, limit: int, exclude: l
         f" WHERE id = ANY(%s) AND next_run_at <= %s AND NOT paused AND deleted_at IS NULL AND id <> ALL(%s)"
         f" ORDER BY next_run_at, id LIMIT %s FOR UPDATE SKIP LOCKED"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [list(ids), now, list(exclude), limit])
         return cursor.fetchall()
 
@@ -74,7 +73,7 @@ def schedules_lock_live(fields, ids: list[str]) -> list[tuple]:
         f"SELECT {columns} FROM {Schedule._meta.db_table}"
         f" WHERE id = ANY(%s) AND NOT paused AND deleted_at IS NULL FOR UPDATE SKIP LOCKED"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [ids])
         return cursor.fetchall()
 
@@ -89,5 +88,5 @@ def schedules_lock_of_runs(run_ids: list[str]) -> None:
         f"SELECT id FROM {Schedule._meta.db_table} WHERE id IN"
         f" (SELECT schedule_id FROM {Run._meta.db_table} WHERE id = ANY(%s)) ORDER BY id{row_locks(skip_locked=False)}"
     )
-    with connection.cursor() as cursor:
+    with dialect.cursor() as cursor:
         cursor.execute(sql, [pg_array(run_ids)])
