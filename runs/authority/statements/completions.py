@@ -3,7 +3,6 @@ completion checks, then publish the succeeded ones. Their input rows come from
 dialect.input_rows, so each is one SQL text for both databases (the publication is three
 on SQLite, which has no writing WITH)."""
 
-
 from runs.authority.owner import leased_sql
 from runs.authority.statements import dialect
 from runs.authority.statements.dialect import among, checked, clock_sql, input_rows, json_field, read_time, row_locks
