@@ -137,6 +137,47 @@ def test_forked_child__opens_a_pool_of_its_own_and_leaves_the_parents_alone():
 
 
 @pytest.mark.django_db
+def test_web_pool__hands_out_an_idle_connection_without_a_round_trip_and_replaces_one_the_server_ended():
+    """The web pool's check (kernel.connections.check_pooled_connection) sends nothing to a
+    connection that sat idle unharmed, so PostgreSQL still shows its last statement; a
+    connection whose session the server ended meanwhile is replaced, and the request that
+    asks for one gets a working connection, not an error."""
+    from django.db import connection
+
+    database_url = "postgresql://{USER}@{HOST}:{PORT}/{NAME}".format(**connection.settings_dict)
+    out = python("""
+        import time
+        import psycopg
+        import scheduler_project.wsgi
+        from django.db import connection
+
+        def backend_pid():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid() AS marked")
+                return cursor.fetchone()[0]
+
+        monitor = psycopg.connect("host={HOST} port={PORT} user={USER} dbname={NAME}".format(**connection.settings_dict),
+                                  autocommit=True)
+
+        def last_statement(pid):
+            return monitor.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]
+
+        first = backend_pid()
+        connection.close()  # back to the pool
+        connection.ensure_connection()  # handed out again, checked
+        again = connection.connection.info.backend_pid
+        untouched = last_statement(first)
+        connection.close()
+        monitor.execute("SELECT pg_terminate_backend(%s)", [first])
+        time.sleep(0.5)
+        replaced = backend_pid()
+        connection.close()
+        print(again == first, untouched, replaced != first)
+    """, DATABASE_URL=database_url, DATABASE_POOL_MAX_SIZE="1")
+    assert out == "True SELECT pg_backend_pid() AS marked True"
+
+
+@pytest.mark.django_db
 def test_timestamptz__read_by_the_compiled_parser_exactly_as_djangos_loader_reads_it():
     """Every connection reads instants with kernel.connections' loader, which parses in C, and
     Django's cursors keep it (they re-register Django's own when the zones differ); what it

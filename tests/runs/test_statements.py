@@ -16,6 +16,7 @@ import pkgutil
 from datetime import timedelta
 from types import SimpleNamespace
 
+import psycopg
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -487,11 +488,26 @@ def test_catalogue__every_statement_has_a_test():
     assert named == COVERED
 
 
+def client_bound(call) -> list[bool]:
+    """Whether each statement ``call`` sends is bound client-side (psycopg's ClientCursor,
+    Django's own), statement by statement."""
+    bound = []
+
+    def keep(execute, sql, params, many, context):
+        bound.append(isinstance(context["cursor"].cursor, psycopg.ClientCursor))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(keep):
+        call()
+    return bound
+
+
 def test_preparing__only_once_the_run_tables_hold_a_history(tenant, monkeypatch):
     """The catalogue's statements are prepared (kernel.connections.server_cursor) once every
     run table holds dialect.PREPARE_FROM_ROWS rows by pg_class, never on a small database: a
-    generic plan made over a small table would read it whole as it grows. Here the bar is
-    lowered to what the test's tables hold."""
+    generic plan made over a small table would read it whole as it grows. Until then they are
+    bound client-side, as Django binds, which costs least unprepared. Here the bar is lowered
+    to what the test's tables hold."""
     queued_run(tenant)
 
     def probe():
@@ -501,12 +517,14 @@ def test_preparing__only_once_the_run_tables_hold_a_history(tenant, monkeypatch)
     if not dialect.postgresql():
         assert not dialect.preparing()
         return
+    assert client_bound(lambda: claim.runs_claimable_exist(["short"])) == [True]  # unprepared: as Django binds
     monkeypatch.setattr(dialect, "PREPARE_FROM_ROWS", 0)
     assert [sent.prepared for sent in probe()] == [False]  # read again only after a while, or when told
     try:
         dialect.history_changed()
         [sent] = probe()
         assert sent.prepared and "r.state = 'queued'" in sent.sql  # the partial index's constant written out
+        assert client_bound(lambda: claim.runs_claimable_exist(["short"])) == [False]
         assert dialect.fetch(sent.sql, sent.params) == [(1,)]
     finally:
         monkeypatch.undo()

@@ -215,15 +215,19 @@ def history_changed() -> None:
 
 
 def cursor(*, prepared: bool = True):
-    """The cursor of the catalogue's statements. On PostgreSQL their parameters are bound
-    server-side, and each statement is prepared on its connection at its first execution once
-    the tables hold a history (preparing()). So a statement's text must not vary with its
-    input (arrays, not lists spelled out), and must spell the constants a partial index is
-    chosen by (``state = 'queued'``): a generic plan knows no parameter's value, and a bound
-    ``state`` proves no partial index usable (on the 2 M history the claim's candidates then
-    walked the tenant's whole history). ``prepared=False`` for a text that varies with its
-    input. On SQLite, Django's cursor."""
-    return server_cursor(prepared=prepared and preparing())
+    """The cursor of the catalogue's statements. On PostgreSQL, once the tables hold a history
+    (preparing()), their parameters are bound server-side and each statement is prepared on
+    its connection at its first execution. So a statement's text must not vary with its input
+    (arrays, not lists spelled out), and must spell the constants a partial index is chosen by
+    (``state = 'queued'``): a generic plan knows no parameter's value, and a bound ``state``
+    proves no partial index usable (on the 2 M history the claim's candidates then walked the
+    tenant's whole history). ``prepared=False`` for a text that varies with its input.
+
+    Unprepared (before there is a history, and on SQLite), Django's cursor, which binds
+    client-side, as every statement of the hot path was bound when its costs on an empty
+    database were measured (server-side binding gained nothing there: BENCHMARKS.md), and as
+    kernel.rows reads an unprepared statement."""
+    return server_cursor(prepared=True) if prepared and preparing() else connection.cursor()
 
 
 def fetch(sql: str, params: list, *, prepared: bool = True) -> list[tuple]:
