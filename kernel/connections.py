@@ -173,7 +173,9 @@ def compiled_timestamptz_loader(sender, connection, **kwargs) -> None:
     connection's zone), so every timestamp read took the Python path even with the compiled
     module installed: 411 of them on a page of 50 runs, about 3 µs each. This loader keeps
     what Django's does (the ``timezone`` its ``create_cursor`` compares, each instant given
-    that zone) and parses in C, in a third of the time."""
+    that zone) and parses in C. Where the session's zone is that zone (Django sets it so),
+    the C parser's instant is the answer as it is: 0.4 µs an instant, 1.3 through a Python
+    method that gives it the zone again."""
     if connection.vendor != "postgresql":
         return
     loader = _timestamptz_loader(connection.timezone)
@@ -184,6 +186,7 @@ def compiled_timestamptz_loader(sender, connection, **kwargs) -> None:
 @lru_cache
 def _timestamptz_loader(zone):
     from psycopg._cmodule import _psycopg
+    from psycopg._tz import get_tzinfo
     from psycopg.adapt import Loader
 
     if _psycopg is None:  # psycopg's pure-Python build: Django's loader is as fast
@@ -194,7 +197,12 @@ def _timestamptz_loader(zone):
 
         def __init__(self, oid, context=None):
             super().__init__(oid, context)
-            self._parse = _psycopg.TimestamptzLoader(oid, context).load
+            parse = _psycopg.TimestamptzLoader(oid, context).load
+            connection = context.connection if context is not None else None
+            if get_tzinfo(connection.pgconn if connection is not None else None) is zone:
+                self.load = parse  # the session's zone is this very one: each instant read has it (0.4 µs, not 1.3)
+            else:
+                self._parse = parse
 
         def load(self, data):
             return self._parse(data).replace(tzinfo=self.timezone)
