@@ -19,6 +19,7 @@ driver's side, handled here.
 from __future__ import annotations
 
 import os
+import select
 import sys
 from functools import lru_cache
 
@@ -159,8 +160,6 @@ def check_pooled_connection(conn) -> None:
     nothing (the web process does not LISTEN). A failed check leaves the connection broken,
     which the pool replaces; a host that vanished without closing is found by the request's
     statement, as it would be a moment after any check."""
-    import select
-
     from psycopg_pool import ConnectionPool
 
     if conn.closed or select.select([conn.fileno()], [], [], 0)[0]:
