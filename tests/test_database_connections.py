@@ -107,21 +107,30 @@ def test_web_entry_point__pools_with_the_configured_budget_other_processes_do_no
     assert loop == "False 60"
 
 
-@pytest.mark.django_db
-def test_forked_child__opens_a_pool_of_its_own_and_leaves_the_parents_alone():
+def web_process(code: str) -> str:
+    """What ``code`` prints, run in a web process (scheduler_project.wsgi) whose pool holds one
+    connection to the test database; it is given ``connection`` and ``backend_pid()``."""
     from django.db import connection
 
-    database_url = "postgresql://{USER}@{HOST}:{PORT}/{NAME}".format(**connection.settings_dict)
-    out = python("""
-        import os
+    prelude = """
         import scheduler_project.wsgi
         from django.db import connection
-        from django.db.backends.postgresql.base import DatabaseWrapper
 
         def backend_pid():
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_backend_pid()")
                 return cursor.fetchone()[0]
+    """
+    database_url = "postgresql://{USER}@{HOST}:{PORT}/{NAME}".format(**connection.settings_dict)
+    return python(textwrap.dedent(prelude) + textwrap.dedent(code), DATABASE_URL=database_url,
+                  DATABASE_POOL_MAX_SIZE="1")
+
+
+@pytest.mark.django_db
+def test_forked_child__opens_a_pool_of_its_own_and_leaves_the_parents_alone():
+    out = web_process("""
+        import os
+        from django.db.backends.postgresql.base import DatabaseWrapper
 
         parent = backend_pid()
         connection.close()  # back to the pool, which stays open across the fork
@@ -132,7 +141,7 @@ def test_forked_child__opens_a_pool_of_its_own_and_leaves_the_parents_alone():
             os._exit(0 if child not in (None, parent) else 1)
         _, status = os.waitpid(pid, 0)
         print(os.waitstatus_to_exitcode(status), backend_pid() == parent)
-    """, DATABASE_URL=database_url, DATABASE_POOL_MAX_SIZE="1")
+    """)
     assert out == "0 True"
 
 
@@ -142,19 +151,9 @@ def test_web_pool__hands_out_an_idle_connection_without_a_round_trip_and_replace
     connection that sat idle unharmed, so PostgreSQL still shows its last statement; a
     connection whose session the server ended meanwhile is replaced, and the request that
     asks for one gets a working connection, not an error."""
-    from django.db import connection
-
-    database_url = "postgresql://{USER}@{HOST}:{PORT}/{NAME}".format(**connection.settings_dict)
-    out = python("""
+    out = web_process("""
         import time
         import psycopg
-        import scheduler_project.wsgi
-        from django.db import connection
-
-        def backend_pid():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid() AS marked")
-                return cursor.fetchone()[0]
 
         monitor = psycopg.connect("host={HOST} port={PORT} user={USER} dbname={NAME}".format(**connection.settings_dict),
                                   autocommit=True)
@@ -173,8 +172,8 @@ def test_web_pool__hands_out_an_idle_connection_without_a_round_trip_and_replace
         replaced = backend_pid()
         connection.close()
         print(again == first, untouched, replaced != first)
-    """, DATABASE_URL=database_url, DATABASE_POOL_MAX_SIZE="1")
-    assert out == "True SELECT pg_backend_pid() AS marked True"
+    """)
+    assert out == "True SELECT pg_backend_pid() True"
 
 
 @pytest.mark.django_db
