@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/history.py --rows 2000000 --load-only   # the history, once
     .venv/bin/python bench/api_cost.py [--database scheduler_history] [--requests 1000] [--repeat 3]
+    .venv/bin/python bench/api_cost.py --database scheduler_burst --tenant burst-   # after bench/burst.py
 
 One process calls the web entry point's WSGI application directly (scheduler_project.wsgi:
 its middleware, its connection pool), one request after another, for `GET /runs/{id}` (runs
@@ -27,6 +28,8 @@ def main():
     parser.add_argument("--database", default="scheduler_history", help="a database bench/history.py loaded")
     parser.add_argument("--requests", type=int, default=1000, help="requests per round and endpoint")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per endpoint (the median is printed)")
+    parser.add_argument("--tenant", default="history",
+                        help="the tenant whose runs are read, by the start of its name (bench/burst.py's: burst-)")
     args = parser.parse_args()
     os.environ.setdefault("DATABASE_URL", f"{SERVER}/{args.database}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
@@ -39,9 +42,9 @@ def main():
     from schedules.models import Schedule, Tenant
     from schedules.tenants import tenant_token_create
 
-    tenant = Tenant.objects.filter(name__startswith="history").order_by("-id").first()
+    tenant = Tenant.objects.filter(name__startswith=args.tenant).order_by("-id").first()
     if tenant is None:
-        raise SystemExit(f"{args.database} holds no history: run bench/history.py --rows N --load-only first")
+        raise SystemExit(f"{args.database} holds no tenant {args.tenant}*: run bench/history.py --rows N --load-only")
     _, token = tenant_token_create(tenant=tenant, name="api-cost")
     with connection.cursor() as cursor:
         cursor.execute("SELECT id FROM runs_run WHERE tenant_id = %s AND id IN"

@@ -198,9 +198,11 @@ def wave(database: str, keep: bool) -> dict:
 def api(database: str, tenant_name: str, args, *, analyze: bool) -> dict:
     """p95 of ``GET /runs/{id}`` (runs of the tenant's history, at random), a schedule's
     history page and the tenant's runs page of 50, with 8 clients on gunicorn 2 x 4 threads
-    against ``database``; rate limiting off. ``analyze``: ANALYZE the runs first, as
-    autovacuum would a table that grew from nothing by a burst (the bench's server runs
-    without it; a history is analyzed once loaded, and a burst adds too little to it). Prints
+    against ``database``; rate limiting off. ``analyze``: ANALYZE the tables the API reads
+    first, as autovacuum would tables that grew from nothing by a burst (the bench's server
+    runs without it; a history is analyzed once loaded, and a burst adds too little to it).
+    Left unanalyzed, the runs page's prepared read of attempts and effect intents cost
+    PostgreSQL 2.17 ms a page against 0.93 (bench/api_cost.py after a burst). Prints
     each request's p50 with one client alone (its cost with nothing to wait for), then p50,
     p95 and requests/s with 8: on two cores the 8 clients mostly wait for each other."""
     import psycopg
@@ -211,7 +213,7 @@ def api(database: str, tenant_name: str, args, *, analyze: bool) -> dict:
     url = f"{SERVER}/{database}"
     with psycopg.connect(url, autocommit=True) as conn:
         if analyze:
-            conn.execute("ANALYZE runs_run")
+            conn.execute("ANALYZE runs_run, runs_attempt, effects_effectintent, schedules_schedule")
         tenant_id = conn.execute("SELECT id FROM schedules_tenant WHERE name LIKE %s ORDER BY id DESC LIMIT 1",
                                  [tenant_name]).fetchone()[0]
         run_ids = [row[0] for row in conn.execute(
