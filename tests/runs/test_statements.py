@@ -506,8 +506,8 @@ def test_preparing__only_once_the_run_tables_hold_a_history(tenant, monkeypatch)
     """The catalogue's statements are prepared (kernel.connections.server_cursor) once every
     run table holds dialect.PREPARE_FROM_ROWS rows by pg_class, never on a small database: a
     generic plan made over a small table would read it whole as it grows. Until then they are
-    bound client-side, as Django binds, which costs least unprepared. Here the bar is lowered
-    to what the test's tables hold."""
+    bound client-side, as Django binds (server-side binding gained nothing unprepared). Here
+    the bar is lowered to what the test's tables hold."""
     queued_run(tenant)
 
     def probe():
