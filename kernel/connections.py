@@ -118,6 +118,15 @@ def server_cursor(*, prepared: bool = False):
     return connection._prepare_cursor(_binding_cursors()[prepared](connection.connection))
 
 
+def statement_cursor(*, prepared: bool):
+    """The cursor of a statement PostgreSQL prepares (server_cursor(prepared=True)) or, unprepared,
+    Django's own, which binds client-side: bound server-side without being prepared, the
+    catalogue's statements gained nothing (BENCHMARKS.md)."""
+    from django.db import connection
+
+    return server_cursor(prepared=True) if prepared else connection.cursor()
+
+
 def prepares(cursor) -> bool:
     """Whether ``cursor`` (Django's wrapper or the driver's own) prepares its statements:
     one of server_cursor(prepared=True)'s."""

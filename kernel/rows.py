@@ -14,7 +14,7 @@ from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models.base import ModelState
 from django.db.models.sql import Query
 
-from kernel.connections import server_cursor
+from kernel.connections import statement_cursor
 
 
 class Rows:
@@ -37,8 +37,8 @@ class Rows:
 
     def read(self, sql: str, params, *, prepared: bool = False) -> list:
         """The instances of the rows ``sql`` selects (its columns as this reader's);
-        ``prepared``: through a statement PostgreSQL prepares (kernel.connections.server_cursor)."""
-        with server_cursor(prepared=True) if prepared else connection.cursor() as cursor:
+        ``prepared``: through a statement PostgreSQL prepares (kernel.connections.statement_cursor)."""
+        with statement_cursor(prepared=prepared) as cursor:
             cursor.execute(sql, params)
             return self.build(cursor.fetchall())
 

@@ -50,10 +50,11 @@ def history_watermark():
 # together (2.0-2.5 ms against 0.8-0.9 ms for the same rows read from these texts), and the
 # instances are built by kernel.rows (a third of Django's cost). Portable: PostgreSQL and SQLite.
 _RUN = Rows(Run, exclude=["payload"], extra=["concurrency_key"])
-_RUN_BY_ID = (
+_RUNS = (
     f"SELECT {_RUN.columns('r')}, s.concurrency_key AS concurrency_key "
-    f"FROM {Run._meta.db_table} r JOIN schedules_schedule s ON s.id = r.schedule_id WHERE r.id = %s"
+    f"FROM {Run._meta.db_table} r JOIN {Schedule._meta.db_table} s ON s.id = r.schedule_id"
 )
+_RUN_BY_ID = f"{_RUNS} WHERE r.id = %s"
 _ATTEMPT = Rows(Attempt, ("id", "run", "number", "state", "started_at", "finished_at", "error", "reason"))
 _INTENT = Rows(EffectIntent, ("id", "run", "action", "kind", "state", "reason"))
 # A row of _DETAILS_OF: its kind, then an attempt's columns, then an intent's (nulls where not its kind).
@@ -80,11 +81,7 @@ _DETAILS_OF = (
 # conditions on ``r``, newest scheduled first. Written out for the reason above (building and compiling
 # the ORM's page query was a fifth of a page's CPU in the web process); unprepared, as the planner keeps
 # a custom plan for it.
-_PAGE = (
-    f"SELECT {_RUN.columns('r')}, s.concurrency_key AS concurrency_key "
-    f"FROM {Run._meta.db_table} r JOIN schedules_schedule s ON s.id = r.schedule_id "
-    "WHERE {narrowed} AND r.created_at <= %s{after} ORDER BY r.scheduled_at DESC, r.id DESC LIMIT %s"
-)
+_PAGE = _RUNS + " WHERE {narrowed} AND r.created_at <= %s{after} ORDER BY r.scheduled_at DESC, r.id DESC LIMIT %s"
 _AFTER = " AND (r.scheduled_at < %s OR (r.scheduled_at = %s AND r.id < %s))"
 
 

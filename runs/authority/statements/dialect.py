@@ -21,7 +21,7 @@ from django.db import connection
 from django.db.models import BooleanField, Case, DateTimeField, Func, Q, Value, When
 from django.utils import timezone
 
-from kernel.connections import server_cursor
+from kernel.connections import statement_cursor
 
 
 def postgresql() -> bool:
@@ -225,9 +225,8 @@ def cursor(*, prepared: bool = True):
 
     Unprepared (before there is a history, and on SQLite), Django's cursor, which binds
     client-side, as every statement of the hot path was bound when its costs on an empty
-    database were measured (server-side binding gained nothing there: BENCHMARKS.md), and as
-    kernel.rows reads an unprepared statement."""
-    return server_cursor(prepared=True) if prepared and preparing() else connection.cursor()
+    database were measured (kernel.connections.statement_cursor)."""
+    return statement_cursor(prepared=prepared and preparing())
 
 
 def fetch(sql: str, params: list, *, prepared: bool = True) -> list[tuple]:
