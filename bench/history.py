@@ -8,9 +8,11 @@ then the burst (bench/burst.py) run on top of them, at each size asked for.
 
 History is what a real deployment holds after weeks: N finished runs spread over the past 30
 days across 100 tenants and 1,000 schedules, each with its attempt, its stored object and its
-served dispatch intent, every 10th with a sent effect intent; then VACUUM ANALYZE, as
-autovacuum would have done long before the wave. Sizes are loaded in increasing order into
-one database (``scheduler_history``), each on top of the last, 250,000 runs per transaction.
+served dispatch intent, every 10th with a sent effect intent, each row written through the
+versions the hot path writes (_load_chunk); then VACUUM ANALYZE, as autovacuum would have done
+long before the wave. Sizes are loaded in increasing order into one database
+(``scheduler_history``), each on top of the last, 250,000 runs per transaction, each vacuumed
+(about 1,700 runs/s on this machine: 20 minutes for 2 M).
 Size 0 runs the same burst on an empty database (``scheduler_burst``) in the same invocation,
 the baseline of the ratio. After the burst and the API, the 10,000-cron wave
 (bench/peer_beat.py --mode ours --n 10000, --keep on a history: first publication, the
@@ -18,7 +20,8 @@ relay's backstop held off) on the same database. Each size ends with one line:
 
     history 2,000,000: burst 712 runs/s (empty 735, ratio 0.97), p99 13.9 s, PostgreSQL 0.93 ms/run
       (all postgres processes 0.95); API p95 GET /runs/{id} 41.0 ms, schedule history page 60.2 ms,
-      runs page 70.3 ms; wave p99 0.95 s (empty 0.91, ratio 1.04)
+      runs page 70.3 ms; wave p99 0.95 s (empty 0.91, ratio 1.04), 10,000 of 10,000 published;
+      per run WAL 4.3 KB, 0.12 full-page images, 0.04 pages of runs_run read
 """
 
 import argparse
@@ -83,7 +86,9 @@ def ensure_schedules() -> None:
 
 
 def load(target: int) -> None:
-    """Add history runs until the database holds ``target``, then VACUUM ANALYZE."""
+    """Add history runs until the database holds ``target``, a chunk at a time, each chunk
+    vacuumed as autovacuum would have (its dead versions are room the next chunk's rows
+    take); then VACUUM ANALYZE."""
     from django.db import connection, transaction
 
     ensure_schedules()
@@ -96,15 +101,27 @@ def load(target: int) -> None:
         hi = min(target, lo + CHUNK - 1)
         with transaction.atomic(), connection.cursor() as cursor:
             _load_chunk(cursor, lo, hi)
+        vacuum(*HISTORY_TABLES, analyze=False)
         rate = (hi - have) / (time.monotonic() - started)
         print(f"  loaded {hi:,} of {target:,} runs ({rate:,.0f} runs/s)", flush=True)
-    vacuum_analyze()
+    seconds = vacuum()
+    print(f"  VACUUM ANALYZE in {seconds:.0f} s", flush=True)
 
 
 def _load_chunk(cursor, lo: int, hi: int) -> None:
     """History runs ``lo..hi``: row i belongs to schedule i % 1000, its instant spread over the
     30 days before now (each chunk's own now(), and a microsecond per chunk, keep chunks from
-    sharing an instant). Payload: what materialization snapshots for such a schedule."""
+    sharing an instant). Payload: what materialization snapshots for such a schedule.
+
+    Each row is written in the versions the hot path writes it, so that pages hold what a
+    real history leaves in them: a run queued, running, then finished; an attempt running,
+    then ended; a stored object staged, referenced, then counted; a dispatch intent written,
+    published, then processed (an effect intent, every 10th run's, is written once, sent).
+    Rows written once each, finished, fill every page to its
+    fillfactor and leave each the same room, a little more than a queued run: every new run
+    of a wave then went to a page of its own across the history (one page read and one
+    full-page image per run), where a history written through the versions holds its free
+    room in fewer, emptier pages (BENCHMARKS.md, "A history written as the hot path writes it")."""
     ids = history_ids("g.i")
     rows = (
         f"WITH g AS (SELECT i, h.id AS schedule_id, h.tenant_id,"
@@ -114,32 +131,50 @@ def _load_chunk(cursor, lo: int, hi: int) -> None:
     )
     key = f"'history/' || {ids['run']} || '/result.json'"
     checksum = "'sha256:' || md5(g.i::text) || md5(g.i::text)"
+    bounds = {name: [history_ids(str(i))[name] for i in (lo, hi)] for name in ("run", "attempt")}
+    chunk_runs = "id BETWEEN {} AND {}".format(*bounds["run"])
+    chunk_attempts = "id BETWEEN {} AND {}".format(*bounds["attempt"])
+    chunk_of_runs = "run_id BETWEEN {} AND {}".format(*bounds["run"])
     cursor.execute(
         f"{rows} INSERT INTO runs_run (id, schedule_id, tenant_id, trigger, revision, payload, job_type,"
-        f" resource_class, state, pending_reason, scheduled_at, due_at, fence, lease_expires_at, attempt_count,"
-        f" dispatch_count, max_attempts, current_attempt_id, holds_guard, strict, cancellation_requested,"
-        f" cancellation_accepted, started_at, finished_at, error, accepted_attempt_id, result_key, result_version_id,"
-        f" result_checksum, result_size, result_content_type, progress_message, created_at)"
-        f" SELECT {ids['run']}, g.schedule_id, g.tenant_id, 'schedule', 1,"
-        f"  '{PAYLOAD}'::jsonb, 'demo.sleep', 'short',"
-        f"  'succeeded', '', g.at, g.at, 1, g.at + interval '30 seconds', 1, 1, 3, {ids['attempt']}, false, false,"
-        f"  false, false, g.at + interval '50 ms', g.at + interval '100 ms', '', {ids['attempt']}, {key},"
-        f"  'v1', {checksum}, 96, 'application/json', '', g.at FROM g")
-    cursor.execute(
-        f"{rows} INSERT INTO runs_attempt (id, run_id, number, fence, worker_label, worker_token_id, state,"
-        f" lease_seconds, started_at, lease_expires_at, finished_at, error, retryable)"
-        f" SELECT {ids['attempt']}, {ids['run']}, 1, 1, 'history@bench', NULL, 'succeeded', 30,"
-        f"  g.at + interval '50 ms', g.at + interval '30 seconds', g.at + interval '100 ms', '', NULL FROM g")
-    cursor.execute(
-        f"{rows} INSERT INTO runs_storedobject (key, version_id, run_id, attempt_id, fence, state, checksum, size,"
-        f" content_type, filename, created_at, uploaded_at, referenced_at)"
-        f" SELECT {key}, 'v1', {ids['run']}, {ids['attempt']}, 1, 'referenced', {checksum}, 96,"
-        f"  'application/json', '', g.at + interval '60 ms', g.at + interval '90 ms', g.at + interval '100 ms' FROM g")
+        f" resource_class, state, pending_reason, scheduled_at, due_at, fence, attempt_count, dispatch_count,"
+        f" max_attempts, holds_guard, strict, cancellation_requested, cancellation_accepted, error,"
+        f" progress_message, created_at)"
+        f" SELECT {ids['run']}, g.schedule_id, g.tenant_id, 'schedule', 1, '{PAYLOAD}'::jsonb, 'demo.sleep', 'short',"
+        f"  'queued', '', g.at, g.at, 0, 0, 1, 3, false, false, false, false, '', '', g.at FROM g")
     cursor.execute(
         f"{rows} INSERT INTO runs_outbox (kind, action_key, run_id, resource_class, created_at, relay_until,"
         f" published_at, processed_at, publish_attempts, last_error, broker_epoch)"
         f" SELECT 'dispatch', 'dispatch:' || {ids['run']} || ':1', {ids['run']}, 'short', g.at, NULL,"
-        f"  g.at + interval '10 ms', g.at + interval '50 ms', 1, '', 'history' FROM g")
+        f"  NULL, NULL, 0, '', '' FROM g")
+    cursor.execute(f"UPDATE runs_outbox SET published_at = created_at + interval '10 ms', publish_attempts = 1,"
+                   f" broker_epoch = 'history' WHERE {chunk_of_runs}")
+    cursor.execute(
+        f"{rows} INSERT INTO runs_attempt (id, run_id, number, fence, worker_label, worker_token_id, state,"
+        f" lease_seconds, started_at, lease_expires_at, finished_at, error, retryable)"
+        f" SELECT {ids['attempt']}, {ids['run']}, 1, 1, 'history@bench', NULL, 'running', 30,"
+        f"  g.at + interval '50 ms', g.at + interval '30 seconds', NULL, '', NULL FROM g")
+    cursor.execute(
+        f"UPDATE runs_run SET state = 'running', fence = 1, attempt_count = 1, started_at = scheduled_at + interval"
+        f" '50 ms', lease_expires_at = scheduled_at + interval '30 seconds', current_attempt_id = 'att' || substr(id, 4)"
+        f" WHERE {chunk_runs}")
+    cursor.execute(f"UPDATE runs_outbox SET processed_at = created_at + interval '50 ms' WHERE {chunk_of_runs}")
+    cursor.execute(
+        f"{rows} INSERT INTO runs_storedobject (key, version_id, run_id, attempt_id, fence, state, checksum, size,"
+        f" content_type, filename, created_at, uploaded_at)"
+        f" SELECT {key}, 'v1', {ids['run']}, {ids['attempt']}, 1, 'staged', {checksum}, 96,"
+        f"  'application/json', '', g.at + interval '60 ms', g.at + interval '90 ms' FROM g")
+    cursor.execute(f"UPDATE runs_attempt SET state = 'succeeded', finished_at = started_at + interval '50 ms'"
+                   f" WHERE {chunk_attempts}")
+    cursor.execute(
+        f"UPDATE runs_run SET state = 'succeeded', finished_at = scheduled_at + interval '100 ms',"
+        f" accepted_attempt_id = current_attempt_id, result_key = 'history/' || id || '/result.json',"
+        f" result_version_id = 'v1', result_checksum = 'sha256:' || md5(substr(id, 7)::bigint::text)"
+        f" || md5(substr(id, 7)::bigint::text), result_size = 96, result_content_type = 'application/json'"
+        f" WHERE {chunk_runs}")
+    cursor.execute(f"UPDATE runs_storedobject SET state = 'referenced', referenced_at = created_at + interval '40 ms'"
+                   f" WHERE {chunk_of_runs}")
+    cursor.execute(f"UPDATE runs_storedobject SET counted = true WHERE {chunk_of_runs}")
     cursor.execute(
         f"{rows} INSERT INTO effects_effectintent (id, action, run_id, kind, target, result_key, result_version_id,"
         f" result_checksum, state, external_id, delivery_count, next_attempt_at, resolution, reason, created_at,"
@@ -149,22 +184,26 @@ def _load_chunk(cursor, lo: int, hi: int) -> None:
         f"  1, NULL, '', '', g.at + interval '100 ms', g.at + interval '200 ms' FROM g WHERE g.i % 10 = 0")
 
 
-def vacuum_analyze() -> None:
+HISTORY_TABLES = ("runs_run", "runs_attempt", "runs_storedobject", "runs_outbox", "effects_effectintent")
+
+
+def vacuum(*tables: str, analyze: bool = True) -> float:
+    """VACUUM (ANALYZE) ``tables`` (all of the database's without); its seconds."""
     import psycopg
 
     started = time.monotonic()
     with psycopg.connect(f"{SERVER}/{DATABASE}", autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
-    print(f"  VACUUM ANALYZE in {time.monotonic() - started:.0f} s", flush=True)
+        conn.execute(f"VACUUM{' ANALYZE' if analyze else ''} {', '.join(tables)}")
+    return time.monotonic() - started
 
 
 def table_bytes() -> dict[str, int]:
     """Bytes of each history table, its indexes and TOAST included."""
     from django.db import connection
 
-    tables = ["runs_run", "runs_attempt", "runs_storedobject", "runs_outbox", "effects_effectintent"]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname = ANY(%s)", [tables])
+        cursor.execute("SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relname = ANY(%s)",
+                       [list(HISTORY_TABLES)])
         return dict(cursor.fetchall())
 
 
@@ -308,11 +347,15 @@ def main():
 
 
 def wave_line(figures: dict, empty: dict | None) -> str:
-    """The wave's p99 (due instant to the hint on the broker), against the empty database's."""
+    """The wave's p99 (due instant to the hint on the broker), against the empty database's,
+    and what it wrote: a new run placed on a page of history costs that page's read and image."""
     line = f"wave p99 {figures['wave']['p99']:.2f} s"
     if empty and figures is not empty:
         line += f" (empty {empty['wave']['p99']:.2f}, ratio {figures['wave']['p99'] / empty['wave']['p99']:.2f})"
-    return line + f", {figures['wave']['published']:,} of 10,000 published"
+    writes = figures["wave"]["writes"]
+    return line + (f", {figures['wave']['published']:,} of 10,000 published; per run WAL"
+                   f" {writes['wal_bytes'] / 10000 / 1024:.1f} KB, {writes['page_images'] / 10000:.2f} full-page images,"
+                   f" {writes['run_pages_read'] / 10000:.2f} pages of runs_run read")
 
 
 if __name__ == "__main__":

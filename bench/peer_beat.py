@@ -26,11 +26,14 @@ Nothing claims our runs, so with the default RELAY_REPUBLISH_AFTER_SECONDS=30 th
 lost-hint backstop resends the hints of runs still queued after 30 s (seen at N=50,000);
 set it higher in the environment to measure first publication alone.
 
-Uses its own PostgreSQL database (scheduler_peer, or $PEER_DATABASE) and Redis DB 12 (or
-$PEER_REDIS_URL), flushed before each run. With --keep (our system alone) the database is
-used as it is, a history bench/history.py loaded: each measurement's schedules belong to a
-tenant of its own, and once measured they are paused and their runs, which nothing claims,
-canceled (history like the rest), so no later burst on that database runs them.
+Uses its own PostgreSQL database (scheduler_peer, or $PEER_DATABASE, on the server
+$BENCH_POSTGRES names, 127.0.0.1:5432 by default) and Redis DB 12 (or $PEER_REDIS_URL),
+flushed before each run. Each of our measurements also prints, per run, the WAL the server
+wrote, its full-page images and the pages of runs_run read from outside shared_buffers. With
+--keep (our system alone) the database is used as it is, a history bench/history.py loaded:
+each measurement's schedules belong to a tenant of its own, and once measured they are paused
+and their runs, which nothing claims, canceled (history like the rest), so no later burst on
+that database runs them.
 Each measurement waits for a minute boundary: plan ~1.5 min per run at N=1,000.
 """
 
@@ -52,10 +55,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from _setup import BackendsCpu, clone_schedule, median, percentile, tree_cpu_seconds  # noqa: E402
+from _setup import SERVER, BackendsCpu, clone_schedule, median, percentile, tree_cpu_seconds  # noqa: E402
 
 DATABASE = os.environ.get("PEER_DATABASE", "scheduler_peer")  # a database of its own: dropped first
-DATABASE_URL = f"postgresql://postgres@127.0.0.1:5432/{DATABASE}"
+DATABASE_URL = f"{SERVER}/{DATABASE}"  # the server: $BENCH_POSTGRES, as every bench
 REDIS_URL = os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/12")  # flushed before each run
 BEAT_QUEUE = "peer"
 OUR_QUEUE = "short"
@@ -299,6 +302,20 @@ def cpu_sample(procs: list[subprocess.Popen]) -> dict[str, float]:
     return {p.name: tree_cpu_seconds(p.pid) for p in procs}
 
 
+def server_writes() -> dict[str, int]:
+    """What the server has written and read so far: WAL bytes and full-page images (the whole
+    server's), and the pages of the runs table read from outside shared_buffers (this
+    database's). A new run's row landing on a page of history reads that page and, as the
+    page's first change since the checkpoint, writes all of it to the WAL."""
+    import psycopg
+
+    with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        (wal, images), = conn.execute("SELECT pg_current_wal_lsn() - '0/0', wal_fpi FROM pg_stat_wal")
+        row = conn.execute("SELECT heap_blks_read FROM pg_statio_user_tables WHERE relname = 'runs_run'").fetchone()
+    return {"wal_bytes": int(wal), "page_images": int(images), "run_pages_read": int(row[0]) if row else 0}
+
+
 def stop_processes(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -341,6 +358,7 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
 
     cap = due.timestamp() + args.cap
     reached_at = cpu_before = cpu_after = None
+    writes_before = server_writes()
     backends, sampled_at = BackendsCpu(DATABASE), 0.0
     try:
         while time.time() < cap:
@@ -360,6 +378,8 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
         cpu_after = cpu_sample(procs)
         backends.sample()
         cpu_after["postgres"] = backends.total()
+        time.sleep(1)  # a backend reports its statistics at most once a second
+        writes = {k: v - writes_before[k] for k, v in server_writes().items()}
     finally:
         stop_processes(procs)
         time.sleep(0.3)
@@ -393,6 +413,8 @@ def measure(system: str, n: int, copies: int, args, var_dir: Path) -> dict:
         # tree (scan0, relay0, beat0) and the PostgreSQL backends of the bench's database,
         # sampled every 0.5 s (processes reconnect).
         "cpu": {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after} if cpu_before and cpu_after else {},
+        # From the processes' start to the end, set-up excluded.
+        "writes": writes,
     }
     if system == "ours":
         from django.db.models import Count
@@ -483,7 +505,10 @@ def print_table(results: list[dict], cap: float) -> None:
               + f"; wall {r['wall_seconds']:.0f}s (set-up {r['setup_seconds']:.0f}s, "
                 f"processes up {r['lead_seconds']:.0f}s before due)"
               + ("; CPU s per 1,000 runs: " + ", ".join(f"{k} {v * 1000 / r['n']:.3f}" for k, v in r["cpu"].items())
-                 if r.get("cpu") else ""))
+                 if r.get("cpu") else "")
+              + (f"; per {'task' if r['kind'] == 'beat' else 'run'}: WAL {r['writes']['wal_bytes'] / r['n'] / 1024:.1f} KB,"
+                 f" {r['writes']['page_images'] / r['n']:.2f} full-page images,"
+                 f" {r['writes']['run_pages_read'] / r['n']:.2f} pages of runs_run read"))
 
 
 def main():
