@@ -12,7 +12,7 @@ served dispatch intent, every 10th with a sent effect intent, each row written t
 versions the hot path writes (_load_chunk); then VACUUM ANALYZE, as autovacuum would have done
 long before the wave. Sizes are loaded in increasing order into one database
 (``scheduler_history``), each on top of the last, 250,000 runs per transaction, each vacuumed
-(about 1,700 runs/s on this machine: 20 minutes for 2 M).
+(about 1,700 runs/s on 2 cores: 20 minutes for 2 M).
 Size 0 runs the same burst on an empty database (``scheduler_burst``) in the same invocation,
 the baseline of the ratio. After the burst and the API, the 10,000-cron wave
 (bench/peer_beat.py --mode ours --n 10000, --keep on a history: first publication, the
@@ -117,11 +117,11 @@ def _load_chunk(cursor, lo: int, hi: int) -> None:
     real history leaves in them: a run queued, running, then finished; an attempt running,
     then ended; a stored object staged, referenced, then counted; a dispatch intent written,
     published, then processed (an effect intent, every 10th run's, is written once, sent).
-    Rows written once each, finished, fill every page to its
-    fillfactor and leave each the same room, a little more than a queued run: every new run
-    of a wave then went to a page of its own across the history (one page read and one
-    full-page image per run), where a history written through the versions holds its free
-    room in fewer, emptier pages (BENCHMARKS.md, "A history written as the hot path writes it")."""
+    Rows written once each, already finished, fill every page to its fillfactor and leave
+    each the same room, a little more than a queued run: every new run of a wave then went to
+    a page of its own across the history (one page read and one full-page image per run),
+    where a history written through the versions holds its free room in fewer, emptier pages
+    (BENCHMARKS.md, "A history written as the hot path writes it")."""
     ids = history_ids("g.i")
     rows = (
         f"WITH g AS (SELECT i, h.id AS schedule_id, h.tenant_id,"
