@@ -56,9 +56,12 @@ def port_is_free(port: int) -> bool:
 
 
 def keep_alive_connections(port: int, count: int) -> list[http.client.HTTPConnection]:
+    """``count`` connections each kept open after a served request. A web process builds
+    the schema on its first request: with the suite running beside it on two cores that took
+    more than 10 s once, so a request may take a minute (what is timed is the stop)."""
     connections = []
     for _ in range(count):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         connection.request("GET", "/api/schema/", headers={"Connection": "keep-alive"})
         response = connection.getresponse()
         response.read()
