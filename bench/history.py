@@ -352,10 +352,10 @@ def wave_line(figures: dict, empty: dict | None) -> str:
     line = f"wave p99 {figures['wave']['p99']:.2f} s"
     if empty and figures is not empty:
         line += f" (empty {empty['wave']['p99']:.2f}, ratio {figures['wave']['p99'] / empty['wave']['p99']:.2f})"
-    writes = figures["wave"]["writes"]
-    return line + (f", {figures['wave']['published']:,} of 10,000 published; per run WAL"
-                   f" {writes['wal_bytes'] / 10000 / 1024:.1f} KB, {writes['page_images'] / 10000:.2f} full-page images,"
-                   f" {writes['run_pages_read'] / 10000:.2f} pages of runs_run read")
+    from peer_beat import writes_text
+
+    wave = figures["wave"]
+    return line + f", {wave['published']:,} of {wave['n']:,} published; per run {writes_text(wave['writes'], wave['n'])}"
 
 
 if __name__ == "__main__":

@@ -506,9 +506,13 @@ def print_table(results: list[dict], cap: float) -> None:
                 f"processes up {r['lead_seconds']:.0f}s before due)"
               + ("; CPU s per 1,000 runs: " + ", ".join(f"{k} {v * 1000 / r['n']:.3f}" for k, v in r["cpu"].items())
                  if r.get("cpu") else "")
-              + (f"; per {'task' if r['kind'] == 'beat' else 'run'}: WAL {r['writes']['wal_bytes'] / r['n'] / 1024:.1f} KB,"
-                 f" {r['writes']['page_images'] / r['n']:.2f} full-page images,"
-                 f" {r['writes']['run_pages_read'] / r['n']:.2f} pages of runs_run read"))
+              + f"; per {'task' if r['kind'] == 'beat' else 'run'}: {writes_text(r['writes'], r['n'])}")
+
+
+def writes_text(writes: dict[str, int], n: int) -> str:
+    """server_writes() differences per message or run of ``n``."""
+    return (f"WAL {writes['wal_bytes'] / n / 1024:.1f} KB, {writes['page_images'] / n:.2f} full-page images,"
+            f" {writes['run_pages_read'] / n:.2f} pages of runs_run read")
 
 
 def main():
