@@ -52,6 +52,11 @@ def history_ids(i: str) -> dict[str, str]:
     return {"run": f"'{ID_PREFIX}' || {n}", "attempt": f"'att_00' || {n}", "effect": f"'eff_00' || {n}"}
 
 
+def result_checksum(run_id: str) -> str:
+    """SQL expression of the result checksum of the history run whose id is ``run_id``."""
+    return f"'sha256:' || md5(substr({run_id}, 7)::bigint::text) || md5(substr({run_id}, 7)::bigint::text)"
+
+
 def loaded(cursor) -> int:
     """How many history runs the database holds (their ids count up from 1)."""
     cursor.execute("SELECT id FROM runs_run WHERE id < 'run_01' ORDER BY id DESC LIMIT 1")
@@ -160,17 +165,19 @@ def _load_chunk(cursor, lo: int, hi: int) -> None:
         f" WHERE {chunk_runs}")
     cursor.execute(f"UPDATE runs_outbox SET processed_at = created_at + interval '50 ms' WHERE {chunk_of_runs}")
     cursor.execute(
-        f"{rows} INSERT INTO runs_storedobject (key, version_id, run_id, attempt_id, fence, state, checksum, size,"
-        f" content_type, filename, created_at, uploaded_at)"
-        f" SELECT {key}, 'v1', {ids['run']}, {ids['attempt']}, 1, 'staged', {checksum}, 96,"
-        f"  'application/json', '', g.at + interval '60 ms', g.at + interval '90 ms' FROM g")
+        f"{rows} INSERT INTO runs_storedobject (key, run_id, attempt_id, fence, state, content_type, filename,"
+        f" created_at) SELECT {key}, {ids['run']}, {ids['attempt']}, 1, 'staged', 'application/json', '',"
+        f"  g.at + interval '60 ms' FROM g")
+    cursor.execute(
+        f"UPDATE runs_storedobject SET version_id = 'v1', checksum = {result_checksum('run_id')}, size = 96,"
+        f" uploaded_at = created_at + interval '30 ms' WHERE {chunk_of_runs}")
     cursor.execute(f"UPDATE runs_attempt SET state = 'succeeded', finished_at = started_at + interval '50 ms'"
                    f" WHERE {chunk_attempts}")
     cursor.execute(
         f"UPDATE runs_run SET state = 'succeeded', finished_at = scheduled_at + interval '100 ms',"
         f" accepted_attempt_id = current_attempt_id, result_key = 'history/' || id || '/result.json',"
-        f" result_version_id = 'v1', result_checksum = 'sha256:' || md5(substr(id, 7)::bigint::text)"
-        f" || md5(substr(id, 7)::bigint::text), result_size = 96, result_content_type = 'application/json'"
+        f" result_version_id = 'v1', result_checksum = {result_checksum('id')}, result_size = 96,"
+        f" result_content_type = 'application/json'"
         f" WHERE {chunk_runs}")
     cursor.execute(f"UPDATE runs_storedobject SET state = 'referenced', referenced_at = created_at + interval '40 ms'"
                    f" WHERE {chunk_of_runs}")

@@ -371,8 +371,11 @@ class ObjectState(models.TextChoices):
     DELETED = "deleted"
 
 
-# A recorded upload (its size known) not yet counted in its tenant's TenantStorage.
-UNCOUNTED = Q(counted=False, size__isnull=False, state__in=["staged", "referenced"])
+# A registered object not yet counted in its tenant's TenantStorage (object_to_count_idx).
+# Its upload's size is no part of the condition: recording the upload changes no column an
+# index reads, so the object is rewritten in its page (runs.0033). Counting takes the recorded
+# ones (size known).
+UNCOUNTED = Q(counted=False, state__in=["staged", "referenced"])
 
 
 class StoredObject(models.Model):
@@ -407,8 +410,8 @@ class StoredObject(models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "created_at"], name="object_state_idx"),
-            # Recorded uploads whose bytes are not in their tenant's storage yet: few at any time.
-            models.Index(fields=["id"], name="object_uncounted_idx", condition=UNCOUNTED),
+            # Objects whose bytes are not in their tenant's storage yet: few at any time.
+            models.Index(fields=["id"], name="object_to_count_idx", condition=UNCOUNTED),
         ]
 
 

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
+from runs import authority
 from runs.models import Run, StoredObject, TenantStorage
 from runs.retention import cleanup_pass, count_stored_bytes
 from kernel.errors import QuotaExceeded
@@ -44,6 +45,23 @@ def test_recorded_uploads_are_counted_once__deleted_ones_taken_off(tenant):
     finished_days_ago(old, 10)  # past OBJECT_RETENTION_DAYS: its bytes go
     assert cleanup_pass().objects_deleted == 1
     assert stored_bytes(tenant) == 35 and StoredObject.objects.filter(run=new, counted=True).exists()
+
+
+@pytest.mark.django_db
+def test_an_upload_registered_but_not_recorded_is_counted_once_recorded(tenant):
+    """A registered object is in the index of objects to count from the start (runs.0033),
+    its size unknown until the upload is recorded: counting passes it by until then."""
+    run = start_run(report_schedule(tenant))
+    upload = authority.Upload(run.id, run.current_attempt_id, run.fence, b"v" * 12, "text/csv")
+    answers, to_write = authority.stage_register([upload])
+    assert to_write == [0] and StoredObject.objects.get(run=run).size is None
+
+    assert count_stored_bytes().objects_counted == 0 and stored_bytes(tenant) == 0
+    assert not StoredObject.objects.get(run=run).counted
+
+    stage(run, b"v" * 12)  # the same bytes again: written and recorded under the registered row
+    assert count_stored_bytes().objects_counted == 1 and stored_bytes(tenant) == 12
+    assert count_stored_bytes().objects_counted == 0 and stored_bytes(tenant) == 12
 
 
 @pytest.mark.django_db

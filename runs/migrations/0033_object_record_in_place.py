@@ -1,0 +1,52 @@
+"""Recording an upload's version rewrites the object in its page (a HOT update), not as a new
+entry in each of the registry's indexes.
+
+The index of objects to count in their tenant's storage (`object_uncounted_idx`) took an
+object only once its upload was recorded (`size IS NOT NULL`), so recording it changed a
+column an index reads and wrote a new version into all six of the registry's indexes. The
+new index (`object_to_count_idx`) takes every object not counted yet from its registration
+on; counting skips those whose upload is not recorded. Few are in it at any time either way.
+
+`runs_storedobject` keeps FILLFACTOR percent of each page for inserts: a registered object is
+some 250 bytes and its recorded version some 440, so each row's next version needs room of
+its own in the page (BENCHMARKS.md, "Objects recorded in their pages").
+
+Online on PostgreSQL: the new index is built CONCURRENTLY before the old one is dropped
+CONCURRENTLY; the fillfactor takes a SHARE UPDATE EXCLUSIVE lock (readers and writers go on)
+and rewrites nothing."""
+
+from django.db import migrations, models
+
+from kernel.migration_ops import AddIndexOnline, RemoveIndexOnline
+
+FILLFACTOR = 65
+
+
+def set_fillfactor(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(f"ALTER TABLE runs_storedobject SET (fillfactor = {FILLFACTOR})")
+
+
+def reset_fillfactor(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("ALTER TABLE runs_storedobject RESET (fillfactor)")
+
+
+class Migration(migrations.Migration):
+    atomic = False
+
+    dependencies = [
+        ("runs", "0032_updates_in_place"),
+    ]
+
+    operations = [
+        AddIndexOnline(
+            model_name="storedobject",
+            index=models.Index(
+                condition=models.Q(("counted", False), ("state__in", ["staged", "referenced"])),
+                fields=["id"], name="object_to_count_idx",
+            ),
+        ),
+        RemoveIndexOnline(model_name="storedobject", name="object_uncounted_idx"),
+        migrations.RunPython(set_fillfactor, reset_fillfactor, atomic=False, elidable=False),
+    ]
