@@ -112,10 +112,10 @@ def _worked(stats: CleanupStats, batch_size: int) -> bool:
 
 def count_stored_bytes(*, batch_size: int | None = None) -> CleanupStats:
     """Add recorded uploads (their size known) not counted yet (models.UNCOUNTED) to their
-    tenants' storage, COUNT_BATCHES x ``batch_size`` objects per call: one transaction locks the objects
-    (skipping those another transaction holds, such as a cleanup about to delete one), marks
-    them counted and adds their bytes, so each object is counted exactly once and taken off
-    again only if it was (runs.authority.objects.objects_delete_marked)."""
+    tenants' storage, COUNT_BATCHES x ``batch_size`` objects per call: one transaction locks
+    the objects (skipping those another transaction holds, such as a cleanup about to delete
+    one), marks them counted and adds their bytes, so each object is counted exactly once and
+    taken off again only if it was (runs.authority.objects.objects_delete_marked)."""
     limit = (batch_size or settings.CLEANUP_BATCH_SIZE) * COUNT_BATCHES
     with transaction.atomic(durable=True):
         rows = list(

@@ -3,13 +3,15 @@ entry in each of the registry's indexes.
 
 The index of objects to count in their tenant's storage (`object_uncounted_idx`) took an
 object only once its upload was recorded (`size IS NOT NULL`), so recording it changed a
-column an index reads and wrote a new version into all six of the registry's indexes. The
-new index (`object_to_count_idx`) takes every object not counted yet from its registration
-on; counting skips those whose upload is not recorded. Few are in it at any time either way.
+column an index reads: six index entries, one in each of the registry's five whole indexes
+and the object's entry into that one. The new index (`object_to_count_idx`) takes every
+object not counted yet from its registration on; counting passes by those whose upload is
+not recorded. Few are in it at any time either way.
 
-`runs_storedobject` keeps FILLFACTOR percent of each page for inserts: a registered object is
-some 250 bytes and its recorded version some 440, so each row's next version needs room of
-its own in the page (BENCHMARKS.md, "Objects recorded in their pages").
+Inserts fill a page of `runs_storedobject` to FILLFACTOR percent, the rest kept for updates:
+a registered object is some 250 bytes and its recorded version some 440, so each row's next
+version needs room of its own. At 65, about half the recordings are HOT in a burst, for 35 %
+more heap per run (BENCHMARKS.md, "Objects recorded in their pages").
 
 Online on PostgreSQL: the new index is built CONCURRENTLY before the old one is dropped
 CONCURRENTLY; the fillfactor takes a SHARE UPDATE EXCLUSIVE lock (readers and writers go on)
