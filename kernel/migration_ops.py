@@ -4,8 +4,9 @@ On PostgreSQL the index operations build and drop indexes CONCURRENTLY, so write
 (scanners, claims, completions) are never blocked while a large runs table is indexed; a
 migration using them sets ``atomic = False``. ``OnPostgres`` applies an operation's state
 as Django would, but on PostgreSQL runs the given statements instead of Django's (which may
-lock or scan a large table where a cheaper statement does the same). On the embedded SQLite
-all of them are Django's plain operations.
+lock or scan a large table where a cheaper statement does the same). ``Fillfactor`` sets a
+table's fillfactor on PostgreSQL. On the embedded SQLite all of them are Django's plain
+operations, or nothing.
 """
 
 from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
@@ -63,3 +64,28 @@ class OnPostgres(Operation):
 
     def describe(self) -> str:
         return f"{self.operation.describe()} (on PostgreSQL by its own statements)"
+
+
+class Fillfactor(Operation):
+    """``table`` fills its pages to ``fillfactor`` percent on PostgreSQL (backwards: the
+    default again). A SHARE UPDATE EXCLUSIVE lock (readers and writers go on); nothing is
+    rewritten, pages written from then on keep the room. SQLite has no fillfactor."""
+
+    reduces_to_sql = False
+
+    def __init__(self, table: str, fillfactor: int):
+        self.table, self.fillfactor = table, fillfactor
+
+    def state_forwards(self, app_label, state):
+        pass
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            schema_editor.execute(f"ALTER TABLE {self.table} SET (fillfactor = {self.fillfactor})")
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            schema_editor.execute(f"ALTER TABLE {self.table} RESET (fillfactor)")
+
+    def describe(self) -> str:
+        return f"{self.table} fills its pages to {self.fillfactor} % (on PostgreSQL)"

@@ -13,15 +13,7 @@ keep the reserve. SQLite has no fillfactor."""
 
 from django.db import migrations
 
-
-def set_fillfactor(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE runs_run SET (fillfactor = 90)")
-
-
-def reset_fillfactor(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE runs_run RESET (fillfactor)")
+from kernel.migration_ops import Fillfactor
 
 
 class Migration(migrations.Migration):
@@ -30,5 +22,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(set_fillfactor, reset_fillfactor, elidable=False),
+        Fillfactor("runs_run", 90),
     ]

@@ -25,7 +25,7 @@ console's count of the hour, nothing else."""
 
 from django.db import migrations, models
 
-from kernel.migration_ops import AddIndexOnline, RemoveIndexOnline
+from kernel.migration_ops import AddIndexOnline, Fillfactor, RemoveIndexOnline
 
 BATCH = 10_000
 
@@ -42,18 +42,6 @@ def copy_expiries(apps, schema_editor):
             )
             if cursor.rowcount < BATCH:
                 return
-
-
-def set_fillfactor(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE runs_attempt SET (fillfactor = 50)")
-        schema_editor.execute("ALTER TABLE runs_outbox SET (fillfactor = 50)")
-
-
-def reset_fillfactor(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE runs_attempt RESET (fillfactor)")
-        schema_editor.execute("ALTER TABLE runs_outbox RESET (fillfactor)")
 
 
 class Migration(migrations.Migration):
@@ -76,5 +64,6 @@ class Migration(migrations.Migration):
                                name="attempt_expired_at_idx"),
         ),
         RemoveIndexOnline(model_name="attempt", name="attempt_expired_idx"),
-        migrations.RunPython(set_fillfactor, reset_fillfactor, atomic=False, elidable=False),
+        Fillfactor("runs_attempt", 50),
+        Fillfactor("runs_outbox", 50),
     ]

@@ -8,9 +8,9 @@ and the object's entry into that one. The new index (`object_to_count_idx`) take
 object not counted yet from its registration on; counting passes by those whose upload is
 not recorded. Few are in it at any time either way.
 
-Inserts fill a page of `runs_storedobject` to FILLFACTOR percent, the rest kept for updates:
-a registered object is some 250 bytes and its recorded version some 440, so each row's next
-version needs room of its own. At 65, about half the recordings are HOT in a burst, for 35 %
+Inserts fill a page of `runs_storedobject` to 65 percent, the rest kept for updates: a
+registered object is some 250 bytes and its recorded version some 440, so each row's next
+version needs room of its own. At 65 about half the recordings are HOT in a burst, for 35 %
 more heap per run (BENCHMARKS.md, "Objects recorded in their pages").
 
 Online on PostgreSQL: the new index is built CONCURRENTLY before the old one is dropped
@@ -19,19 +19,7 @@ and rewrites nothing."""
 
 from django.db import migrations, models
 
-from kernel.migration_ops import AddIndexOnline, RemoveIndexOnline
-
-FILLFACTOR = 65
-
-
-def set_fillfactor(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(f"ALTER TABLE runs_storedobject SET (fillfactor = {FILLFACTOR})")
-
-
-def reset_fillfactor(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("ALTER TABLE runs_storedobject RESET (fillfactor)")
+from kernel.migration_ops import AddIndexOnline, Fillfactor, RemoveIndexOnline
 
 
 class Migration(migrations.Migration):
@@ -50,5 +38,5 @@ class Migration(migrations.Migration):
             ),
         ),
         RemoveIndexOnline(model_name="storedobject", name="object_uncounted_idx"),
-        migrations.RunPython(set_fillfactor, reset_fillfactor, atomic=False, elidable=False),
+        Fillfactor("runs_storedobject", 65),
     ]
