@@ -52,9 +52,10 @@ def history_ids(i: str) -> dict[str, str]:
     return {"run": f"'{ID_PREFIX}' || {n}", "attempt": f"'att_00' || {n}", "effect": f"'eff_00' || {n}"}
 
 
-def result_checksum(run_id: str) -> str:
-    """SQL expression of the result checksum of the history run whose id is ``run_id``."""
-    return f"'sha256:' || md5(substr({run_id}, 7)::bigint::text) || md5(substr({run_id}, 7)::bigint::text)"
+def result_checksum(number: str) -> str:
+    """SQL expression of the result checksum of history row ``number`` (an SQL integer
+    expression: the row's number, or ``substr(run_id, 7)::bigint`` read back from its id)."""
+    return f"'sha256:' || md5(({number})::text) || md5(({number})::text)"
 
 
 def loaded(cursor) -> int:
@@ -135,7 +136,7 @@ def _load_chunk(cursor, lo: int, hi: int) -> None:
         f"  FROM generate_series({lo}, {hi}) AS i JOIN history_schedules AS h ON h.n = i % {SCHEDULES})"
     )
     key = f"'history/' || {ids['run']} || '/result.json'"
-    checksum = "'sha256:' || md5(g.i::text) || md5(g.i::text)"
+    checksum = result_checksum("g.i")
     bounds = {name: [history_ids(str(i))[name] for i in (lo, hi)] for name in ("run", "attempt")}
     chunk_runs = "id BETWEEN {} AND {}".format(*bounds["run"])
     chunk_attempts = "id BETWEEN {} AND {}".format(*bounds["attempt"])
@@ -169,15 +170,15 @@ def _load_chunk(cursor, lo: int, hi: int) -> None:
         f" created_at) SELECT {key}, {ids['run']}, {ids['attempt']}, 1, 'staged', 'application/json', '',"
         f"  g.at + interval '60 ms' FROM g")
     cursor.execute(
-        f"UPDATE runs_storedobject SET version_id = 'v1', checksum = {result_checksum('run_id')}, size = 96,"
-        f" uploaded_at = created_at + interval '30 ms' WHERE {chunk_of_runs}")
+        f"UPDATE runs_storedobject SET version_id = 'v1', checksum = {result_checksum('substr(run_id, 7)::bigint')},"
+        f" size = 96, uploaded_at = created_at + interval '30 ms' WHERE {chunk_of_runs}")
     cursor.execute(f"UPDATE runs_attempt SET state = 'succeeded', finished_at = started_at + interval '50 ms'"
                    f" WHERE {chunk_attempts}")
     cursor.execute(
         f"UPDATE runs_run SET state = 'succeeded', finished_at = scheduled_at + interval '100 ms',"
         f" accepted_attempt_id = current_attempt_id, result_key = 'history/' || id || '/result.json',"
-        f" result_version_id = 'v1', result_checksum = {result_checksum('id')}, result_size = 96,"
-        f" result_content_type = 'application/json'"
+        f" result_version_id = 'v1', result_checksum = {result_checksum('substr(id, 7)::bigint')},"
+        f" result_size = 96, result_content_type = 'application/json'"
         f" WHERE {chunk_runs}")
     cursor.execute(f"UPDATE runs_storedobject SET state = 'referenced', referenced_at = created_at + interval '40 ms'"
                    f" WHERE {chunk_of_runs}")
